@@ -1,0 +1,115 @@
+// Package events is the contract between functions: CloudEvents type
+// constants, typed payloads, their JSON Schemas and fixtures.
+//
+// Types are reverse-DNS, past tense and versioned (io.yuxi.<noun>.<verb-past>.v1);
+// a breaking payload change is a new type. Payloads carry ids, never large data.
+// Extensions: runid, threadid and W3C traceparent/tracestate. source + id is the
+// idempotency key of an event; handlers must tolerate duplicates and reordering.
+//
+// Imported by: shared/* and functions/*. May import: the standard library and
+// the CloudEvents SDK only.
+package events
+
+import (
+	"embed"
+	"fmt"
+)
+
+// Event types.
+const (
+	// TypeStepReady asks agent-step to run one model turn of a run.
+	TypeStepReady = "io.yuxi.agent.step.ready.v1"
+	// TypeToolCallRequested asks tool-invoke to run exactly one tool call.
+	TypeToolCallRequested = "io.yuxi.tool.call.requested.v1"
+	// TypeRunFinished tells the dispatcher a run reached a terminal status.
+	TypeRunFinished = "io.yuxi.run.finished.v1"
+	// TypeSweepRequested asks the dispatcher to run its recovery sweeps.
+	TypeSweepRequested = "io.yuxi.dispatcher.sweep.requested.v1"
+	// TypeKnativePing is the fixed type of a Knative PingSource event; the
+	// dispatcher treats it as TypeSweepRequested.
+	TypeKnativePing = "dev.knative.sources.ping"
+)
+
+// CloudEvents extension attribute names.
+const (
+	ExtRunID       = "runid"
+	ExtThreadID    = "threadid"
+	ExtTraceparent = "traceparent"
+	ExtTracestate  = "tracestate"
+)
+
+// Payload is implemented by every event payload.
+type Payload interface {
+	EventType() string
+}
+
+// Correlated payloads name the run and thread they belong to; producers copy
+// them into the runid/threadid extensions so brokers can filter and trace.
+type Correlated interface {
+	Correlation() (runID, threadID string)
+}
+
+// StepReady: run step StepNo of RunID is ready to execute (its inputs are committed).
+type StepReady struct {
+	RunID    string `json:"run_id"`
+	ThreadID string `json:"thread_id"`
+	StepNo   int    `json:"step_no"`
+}
+
+func (StepReady) EventType() string               { return TypeStepReady }
+func (e StepReady) Correlation() (string, string) { return e.RunID, e.ThreadID }
+
+// ToolCallRequested: run the tool call ToolCallID recorded by step StepNo.
+// ToolCallID is the idempotency key tools with side effects deduplicate on.
+type ToolCallRequested struct {
+	RunID      string `json:"run_id"`
+	ThreadID   string `json:"thread_id"`
+	StepNo     int    `json:"step_no"`
+	ToolCallID string `json:"tool_call_id"`
+}
+
+func (ToolCallRequested) EventType() string               { return TypeToolCallRequested }
+func (e ToolCallRequested) Correlation() (string, string) { return e.RunID, e.ThreadID }
+
+// RunFinished: a run reached a terminal status (completed, failed, cancelled, interrupted).
+type RunFinished struct {
+	RunID     string `json:"run_id"`
+	ThreadID  string `json:"thread_id"`
+	UID       string `json:"uid"`
+	AgentSlug string `json:"agent_slug"`
+	Status    string `json:"status"`
+}
+
+func (RunFinished) EventType() string               { return TypeRunFinished }
+func (e RunFinished) Correlation() (string, string) { return e.RunID, e.ThreadID }
+
+// SweepRequested: a scheduled tick; Reason is informational ("schedule", "startup").
+type SweepRequested struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+func (SweepRequested) EventType() string { return TypeSweepRequested }
+
+//go:embed schemas/*.json
+var schemaFiles embed.FS
+
+// Schema returns the JSON Schema of an event type's data.
+func Schema(eventType string) ([]byte, error) {
+	name, ok := schemaNames[eventType]
+	if !ok {
+		return nil, fmt.Errorf("no schema for event type %q", eventType)
+	}
+	return schemaFiles.ReadFile("schemas/" + name)
+}
+
+var schemaNames = map[string]string{
+	TypeStepReady:         "agent.step.ready.v1.json",
+	TypeToolCallRequested: "tool.call.requested.v1.json",
+	TypeRunFinished:       "run.finished.v1.json",
+	TypeSweepRequested:    "dispatcher.sweep.requested.v1.json",
+}
+
+// Types lists every event type this package defines a payload for.
+func Types() []string {
+	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested}
+}

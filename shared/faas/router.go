@@ -1,0 +1,234 @@
+// Package faas adapts handlers written once to every place a function runs:
+// in-process under the local runner, as a CloudEvents HTTP receiver (Knative,
+// Cloud Run, any broker; binary and structured mode), under aws-lambda-go (SQS
+// with partial batch failures, EventBridge events, Function URL requests) and
+// under functions-framework-go. Handlers never know which one they run under.
+//
+// A handler decides one of three outcomes: nil (ack), Permanent(err) (ack and
+// record, never retried) or any other error (retry). Events that are not valid
+// CloudEvents, have no handler, or whose data does not match the type's JSON
+// Schema are permanent failures: retrying cannot fix them.
+//
+// Imported by: function mains, the local runner, shared/outbox (local relay).
+// May import: events, the CloudEvents SDK, aws-lambda-go, functions-framework-go,
+// the JSON Schema validator and the standard library.
+package faas
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/yuxi-serverless/yuxi/events"
+)
+
+// Outcome is what a delivery resulted in.
+type Outcome int
+
+const (
+	Ack       Outcome = iota // done
+	Failed                   // permanent failure: acknowledged, recorded, never retried
+	Retry                    // transient failure: deliver again later
+	Malformed                // not a valid event for this receiver: never retried
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Ack:
+		return "ack"
+	case Failed:
+		return "permanent_failure"
+	case Retry:
+		return "retry"
+	case Malformed:
+		return "malformed"
+	}
+	return "unknown"
+}
+
+type permanentError struct{ err error }
+
+func (p permanentError) Error() string { return p.err.Error() }
+func (p permanentError) Unwrap() error { return p.err }
+
+// Permanent marks err as a failure that must not be retried.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err (or an error it wraps) was marked Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+// FailureRecorder keeps permanent failures for inspection (e.g. a table).
+type FailureRecorder interface {
+	RecordFailure(ctx context.Context, ev cloudevents.Event, handler string, cause error) error
+}
+
+// Result of one delivery.
+type Result struct {
+	Outcome Outcome
+	Err     error
+}
+
+type route struct {
+	handler string
+	schema  *jsonschema.Schema
+	handle  func(ctx context.Context, data []byte) error
+}
+
+// Router maps event types to typed handlers. Build it at start-up, then share
+// it read-only between goroutines.
+type Router struct {
+	name     string
+	routes   map[string]route
+	recorder FailureRecorder
+	log      *slog.Logger
+}
+
+// NewRouter returns a router for the named function. recorder may be nil.
+func NewRouter(function string, recorder FailureRecorder, log *slog.Logger) *Router {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Router{name: function, routes: map[string]route{}, recorder: recorder, log: log}
+}
+
+// Name is the function's name.
+func (r *Router) Name() string { return r.name }
+
+// On registers fn for the event type of T. The data is validated against the
+// type's JSON Schema and strictly decoded before fn is called.
+func On[T events.Payload](r *Router, fn func(ctx context.Context, in T) error) {
+	var zero T
+	OnType(r, zero.EventType(), fn)
+}
+
+// OnType registers fn for eventType, decoding its data as T (used for aliases
+// such as a Knative PingSource tick delivered as a sweep request).
+func OnType[T events.Payload](r *Router, eventType string, fn func(ctx context.Context, in T) error) {
+	var zero T
+	schema, err := compileSchema(zero.EventType())
+	if err != nil {
+		panic(fmt.Sprintf("faas: %v", err)) // programming error: every payload type ships a schema
+	}
+	r.routes[eventType] = route{
+		handler: r.name + ":" + eventType,
+		schema:  schema,
+		handle: func(ctx context.Context, data []byte) error {
+			if len(bytes.TrimSpace(data)) == 0 {
+				data = []byte("{}")
+			}
+			var doc any
+			if err := json.Unmarshal(data, &doc); err != nil {
+				return malformed(fmt.Errorf("data is not JSON: %w", err))
+			}
+			if err := schema.Validate(doc); err != nil {
+				return malformed(fmt.Errorf("data does not match %s schema: %v", zero.EventType(), err))
+			}
+			in, err := events.Decode[T](data)
+			if err != nil {
+				return malformed(err)
+			}
+			return fn(ctx, in)
+		},
+	}
+}
+
+// Types lists the event types the router handles, sorted.
+func (r *Router) Types() []string {
+	out := make([]string, 0, len(r.routes))
+	for t := range r.routes {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Handles reports whether the router has a handler for eventType.
+func (r *Router) Handles(eventType string) bool {
+	_, ok := r.routes[eventType]
+	return ok
+}
+
+type malformedError struct{ err error }
+
+func (m malformedError) Error() string { return m.err.Error() }
+func (m malformedError) Unwrap() error { return m.err }
+
+func malformed(err error) error { return malformedError{err} }
+
+// Deliver runs the handler for ev and classifies the outcome. Permanent
+// failures and malformed events are recorded when a recorder is set.
+func (r *Router) Deliver(ctx context.Context, ev cloudevents.Event) (res Result) {
+	if err := ev.Validate(); err != nil {
+		return r.finish(ctx, ev, "", Result{Malformed, fmt.Errorf("invalid CloudEvent: %w", err)})
+	}
+	rt, ok := r.routes[ev.Type()]
+	if !ok {
+		return r.finish(ctx, ev, "", Result{Malformed, fmt.Errorf("function %s has no handler for event type %q", r.name, ev.Type())})
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			res = r.finish(ctx, ev, rt.handler, Result{Retry, fmt.Errorf("handler panic: %v", p)})
+		}
+	}()
+	err := rt.handle(ctx, ev.Data())
+	var m malformedError
+	switch {
+	case err == nil:
+		return Result{Ack, nil}
+	case errors.As(err, &m):
+		return r.finish(ctx, ev, rt.handler, Result{Malformed, err})
+	case IsPermanent(err):
+		return r.finish(ctx, ev, rt.handler, Result{Failed, err})
+	default:
+		return r.finish(ctx, ev, rt.handler, Result{Retry, err})
+	}
+}
+
+func (r *Router) finish(ctx context.Context, ev cloudevents.Event, handler string, res Result) Result {
+	if handler == "" {
+		handler = r.name
+	}
+	switch res.Outcome {
+	case Failed, Malformed:
+		r.log.Warn("event not processed", "function", r.name, "type", ev.Type(), "id", ev.ID(), "outcome", res.Outcome.String(), "error", res.Err)
+		if r.recorder != nil && ev.ID() != "" {
+			if err := r.recorder.RecordFailure(context.WithoutCancel(ctx), ev, handler, res.Err); err != nil {
+				r.log.Error("record event failure", "error", err)
+			}
+		}
+	case Retry:
+		r.log.Info("event will be retried", "function", r.name, "type", ev.Type(), "id", ev.ID(), "error", res.Err)
+	}
+	return res
+}
+
+func compileSchema(eventType string) (*jsonschema.Schema, error) {
+	raw, err := events.Schema(eventType)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("schema %s: %w", eventType, err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource(eventType+".json", doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(eventType + ".json")
+}
