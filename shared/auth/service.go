@@ -1,0 +1,131 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+)
+
+// Service is identity: it logs users in, issues and checks access tokens,
+// manages users and API keys. It is safe for concurrent use; all state is in
+// PostgreSQL.
+type Service struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	// dummyHash is verified against when a login names no user, so that the
+	// response time does not reveal whether an account exists.
+	dummyHash string
+}
+
+// NewService validates cfg (after defaults) and returns the service.
+func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
+	if pool == nil {
+		return nil, errors.New("auth: nil pool")
+	}
+	cfg.applyDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	dummy, err := randomBytes(24)
+	if err != nil {
+		return nil, err
+	}
+	dummyHash, err := HashPassword(string(dummy))
+	if err != nil {
+		return nil, err
+	}
+	return &Service{pool: pool, cfg: cfg, dummyHash: dummyHash}, nil
+}
+
+func (s *Service) now() time.Time { return s.cfg.Now() }
+
+// Authentication errors.
+var (
+	ErrNotAuthenticated = failure.Unauthorized("not_authenticated", "missing or malformed Authorization header; expected \"Bearer <token>\"")
+	ErrInvalidToken     = failure.Unauthorized("invalid_token", "the access token is invalid or expired")
+	ErrInvalidAPIKey    = failure.Unauthorized("invalid_api_key", "the API key is invalid, disabled, revoked or expired")
+)
+
+// Authenticate turns an Authorization header value into a Principal.
+// "Bearer yxkey_…" is an API key; any other bearer token is a JWT.
+// A JWT of a login-locked user is refused with 423 account_locked.
+func (s *Service) Authenticate(ctx context.Context, authorization string) (Principal, error) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(authorization), " ")
+	token = strings.TrimSpace(token)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		return Principal{}, ErrNotAuthenticated
+	}
+	if strings.HasPrefix(token, APIKeyPrefix) {
+		return s.authenticateAPIKey(ctx, token)
+	}
+	userID, err := s.parseToken(token)
+	if err != nil {
+		return Principal{}, err
+	}
+	u, err := s.loadUser(ctx, s.pool, userID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && u.IsDeleted) {
+		return Principal{}, ErrInvalidToken
+	}
+	if err != nil {
+		return Principal{}, err
+	}
+	if u.LockedUntil != nil && u.LockedUntil.After(s.now()) {
+		return Principal{}, lockedError(u.LockedUntil.Sub(s.now()))
+	}
+	return u.principal(), nil
+}
+
+// IssueToken returns a signed HS256 access token for userID, valid for TokenTTL.
+func (s *Service) IssueToken(userID int64) (string, error) {
+	now := s.now()
+	claims := jwt.RegisteredClaims{
+		Subject:   strconv.FormatInt(userID, 10),
+		IssuedAt:  jwt.NewNumericDate(now),
+		ExpiresAt: jwt.NewNumericDate(now.Add(s.cfg.TokenTTL)),
+	}
+	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.cfg.JWTSecret)
+	if err != nil {
+		return "", fmt.Errorf("sign access token: %w", err)
+	}
+	return signed, nil
+}
+
+// parseToken verifies signature (HMAC, compared in constant time by the
+// library) and expiry, and returns the user id in "sub".
+func (s *Service) parseToken(token string) (int64, error) {
+	var claims jwt.RegisteredClaims
+	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.cfg.JWTSecret, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithExpirationRequired(),
+		jwt.WithTimeFunc(s.cfg.Now),
+	)
+	if err != nil {
+		return 0, ErrInvalidToken
+	}
+	id, err := strconv.ParseInt(claims.Subject, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, ErrInvalidToken
+	}
+	return id, nil
+}
+
+// lockedError is 423 account_locked with the remaining lock time in whole
+// seconds (rounded up), which the HTTP edge puts in X-Lock-Remaining.
+func lockedError(remaining time.Duration) error {
+	secs := int64(math.Ceil(remaining.Seconds()))
+	if secs < 1 {
+		secs = 1
+	}
+	return failure.New(failure.KindLocked, "account_locked", "the account is locked after repeated failed logins; retry in %d seconds", secs).
+		With(map[string]any{"retry_after_seconds": strconv.FormatInt(secs, 10)})
+}
