@@ -1,0 +1,352 @@
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// Errors.
+var (
+	ErrNotFound = failure.NotFound("agent_not_found", "agent not found")
+)
+
+// Agent is a stored agent definition.
+type Agent struct {
+	ID          int64           `json:"id"`
+	Slug        string          `json:"slug"`
+	BackendID   string          `json:"backend_id"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Icon        *string         `json:"icon"`
+	Pics        json.RawMessage `json:"pics"`
+	ConfigJSON  json.RawMessage `json:"config_json"`
+	ShareConfig json.RawMessage `json:"share_config"`
+	IsDefault   bool            `json:"is_default"`
+	IsSubagent  bool            `json:"is_subagent"`
+	IsBuiltin   bool            `json:"is_builtin"`
+	CreatedBy   *string         `json:"created_by"`
+	UpdatedBy   *string         `json:"updated_by"`
+	CreatedAt   time.Time       `json:"created_at"`
+	UpdatedAt   time.Time       `json:"updated_at"`
+	// Permission is the caller's access level ("read" or "manage").
+	Permission string `json:"permission"`
+}
+
+// Context returns the agent's parsed config_json.context.
+func (a Agent) Context() (Context, error) { return ParseContext(a.ConfigJSON) }
+
+// Store reads and writes agents.
+type Store struct {
+	pool      *pgxpool.Pool
+	knownTool func(string) bool
+}
+
+// NewStore returns a store; knownTool validates tool names in contexts (nil: no check).
+func NewStore(pool *pgxpool.Pool, knownTool func(string) bool) *Store {
+	return &Store{pool: pool, knownTool: knownTool}
+}
+
+const agentCols = `id, slug, backend_id, name, description, icon, pics, config_json, share_config,
+	is_default, is_subagent, is_builtin, created_by, updated_by, created_at, updated_at`
+
+func scanAgent(row pgx.Row) (Agent, error) {
+	var a Agent
+	var share []byte
+	err := row.Scan(&a.ID, &a.Slug, &a.BackendID, &a.Name, &a.Description, &a.Icon, &a.Pics, &a.ConfigJSON, &share,
+		&a.IsDefault, &a.IsSubagent, &a.IsBuiltin, &a.CreatedBy, &a.UpdatedBy, &a.CreatedAt, &a.UpdatedAt)
+	if share != nil {
+		a.ShareConfig = share
+	} else {
+		a.ShareConfig = json.RawMessage("null")
+	}
+	return a, err
+}
+
+func level(sub access.Subject, a Agent) access.Level {
+	share, err := access.Parse(a.ShareConfig)
+	if err != nil {
+		share = &access.ShareConfig{Version: 2, ReadScope: access.Scope{AccessLevel: "user"}} // unreadable config: creator only
+	}
+	created := ""
+	if a.CreatedBy != nil {
+		created = *a.CreatedBy
+	}
+	return access.Resolve(sub, created, share, access.Manage)
+}
+
+// Get returns the agent with slug if sub may read it; ErrNotFound otherwise
+// (an invisible agent is indistinguishable from a missing one).
+func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, slug string) (Agent, error) {
+	a, err := scanAgent(db.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1`, slug))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Agent{}, ErrNotFound
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("load agent %s: %w", slug, err)
+	}
+	l := level(sub, a)
+	if l == access.None {
+		return Agent{}, ErrNotFound
+	}
+	a.Permission = l.String()
+	return a, nil
+}
+
+// Default returns the default agent.
+func (s *Store) Default(ctx context.Context, sub access.Subject) (Agent, error) {
+	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE is_default`))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Agent{}, ErrNotFound
+	}
+	if err != nil {
+		return Agent{}, err
+	}
+	a.Permission = level(sub, a).String()
+	return a, nil
+}
+
+// List returns the agents sub may read, default first.
+func (s *Store) List(ctx context.Context, sub access.Subject, includeSubagents bool) ([]Agent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+agentCols+` FROM agents
+		WHERE ($1 OR NOT is_subagent) ORDER BY is_default DESC, created_at, id`, includeSubagents)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Agent{}
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, err
+		}
+		if l := level(sub, a); l != access.None {
+			a.Permission = l.String()
+			out = append(out, a)
+		}
+	}
+	return out, rows.Err()
+}
+
+// Input is a create or update request. Nil fields are left unchanged on update.
+type Input struct {
+	Name        *string          `json:"name"`
+	Slug        *string          `json:"slug"`
+	BackendID   *string          `json:"backend_id"`
+	Description *string          `json:"description"`
+	Icon        *string          `json:"icon"`
+	Pics        *json.RawMessage `json:"pics"`
+	ConfigJSON  *json.RawMessage `json:"config_json"`
+	ShareConfig *json.RawMessage `json:"share_config"`
+	IsSubagent  *bool            `json:"is_subagent"`
+	SetDefault  *bool            `json:"set_default"`
+}
+
+var slugPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,79}$`)
+
+func (in Input) validate(create bool, knownTool func(string) bool) error {
+	if create && (in.Name == nil || strings.TrimSpace(*in.Name) == "") {
+		return failure.Unprocessable("invalid_agent", "name is required")
+	}
+	if in.Name != nil && (strings.TrimSpace(*in.Name) == "" || len(*in.Name) > 200) {
+		return failure.Unprocessable("invalid_agent", "name must be 1 to 200 characters")
+	}
+	if in.Slug != nil && !slugPattern.MatchString(*in.Slug) {
+		return failure.Unprocessable("invalid_slug", "slug must match %s", slugPattern)
+	}
+	if in.BackendID != nil && *in.BackendID != BackendChatbot {
+		return failure.Unprocessable("unknown_backend", "backend_id %q is not available", *in.BackendID)
+	}
+	if in.SetDefault != nil && *in.SetDefault {
+		return failure.Unprocessable("set_default_not_allowed", "set_default must be false; use POST /api/agent/{slug}/set_default")
+	}
+	if in.ConfigJSON != nil {
+		c, err := ParseContext(*in.ConfigJSON)
+		if err != nil {
+			return err
+		}
+		if err := c.Validate(knownTool); err != nil {
+			return err
+		}
+	}
+	if in.ShareConfig != nil {
+		if _, err := access.Parse(*in.ShareConfig); err != nil {
+			return err
+		}
+	}
+	if in.Pics != nil {
+		var pics []string
+		if err := json.Unmarshal(*in.Pics, &pics); err != nil {
+			return failure.Unprocessable("invalid_agent", "pics must be a list of strings")
+		}
+	}
+	return nil
+}
+
+// Create stores a new agent created by sub.
+func (s *Store) Create(ctx context.Context, sub access.Subject, in Input) (Agent, error) {
+	if err := in.validate(true, s.knownTool); err != nil {
+		return Agent{}, err
+	}
+	slug := ""
+	if in.Slug != nil {
+		slug = *in.Slug
+	} else {
+		b := make([]byte, 5)
+		_, _ = rand.Read(b)
+		slug = "agent-" + hex.EncodeToString(b)
+	}
+	backend := BackendChatbot
+	desc := ""
+	if in.Description != nil {
+		desc = *in.Description
+	}
+	pics := json.RawMessage("[]")
+	if in.Pics != nil {
+		pics = *in.Pics
+	}
+	cfg := json.RawMessage(`{"context":{}}`)
+	if in.ConfigJSON != nil {
+		cfg = *in.ConfigJSON
+	}
+	var share any
+	if in.ShareConfig != nil && string(*in.ShareConfig) != "null" {
+		share = []byte(*in.ShareConfig)
+	}
+	sub2 := false
+	if in.IsSubagent != nil {
+		sub2 = *in.IsSubagent
+	}
+	a, err := scanAgent(s.pool.QueryRow(ctx, `
+		INSERT INTO agents (slug, backend_id, name, description, icon, pics, config_json, share_config, is_subagent, created_by, updated_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $10)
+		RETURNING `+agentCols, slug, backend, strings.TrimSpace(*in.Name), desc, in.Icon, pics, cfg, share, sub2, sub.UID))
+	if postgres.IsUniqueViolation(err, "agents_slug_key") {
+		return Agent{}, failure.Conflict("slug_taken", "an agent with slug %q already exists", slug)
+	}
+	if err != nil {
+		return Agent{}, fmt.Errorf("create agent: %w", err)
+	}
+	a.Permission = access.Manage.String()
+	return a, nil
+}
+
+// Update changes an agent sub may manage (403 when sub may only read it).
+func (s *Store) Update(ctx context.Context, sub access.Subject, slug string, in Input) (Agent, error) {
+	if err := in.validate(false, s.knownTool); err != nil {
+		return Agent{}, err
+	}
+	if in.Slug != nil && *in.Slug != slug {
+		return Agent{}, failure.Unprocessable("invalid_agent", "slug cannot be changed")
+	}
+	var out Agent
+	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1 FOR UPDATE`, slug))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		switch level(sub, a) {
+		case access.None:
+			return ErrNotFound
+		case access.Read:
+			return failure.Forbidden("agent_manage_forbidden", "you may use this agent but not change it")
+		}
+		var share any = []byte(a.ShareConfig)
+		if string(a.ShareConfig) == "null" {
+			share = nil
+		}
+		if in.ShareConfig != nil {
+			share = []byte(*in.ShareConfig)
+			if string(*in.ShareConfig) == "null" {
+				share = nil
+			}
+		}
+		name, desc, icon, pics, cfg, isSub := a.Name, a.Description, a.Icon, a.Pics, a.ConfigJSON, a.IsSubagent
+		if in.Name != nil {
+			name = strings.TrimSpace(*in.Name)
+		}
+		if in.Description != nil {
+			desc = *in.Description
+		}
+		if in.Icon != nil {
+			icon = in.Icon
+		}
+		if in.Pics != nil {
+			pics = *in.Pics
+		}
+		if in.ConfigJSON != nil {
+			cfg = *in.ConfigJSON
+		}
+		if in.IsSubagent != nil {
+			isSub = *in.IsSubagent
+		}
+		out, err = scanAgent(tx.QueryRow(ctx, `
+			UPDATE agents SET name = $2, description = $3, icon = $4, pics = $5, config_json = $6,
+				share_config = $7, is_subagent = $8, updated_by = $9, updated_at = now()
+			WHERE slug = $1 RETURNING `+agentCols, slug, name, desc, icon, pics, cfg, share, isSub, sub.UID))
+		return err
+	})
+	if err != nil {
+		return Agent{}, err
+	}
+	out.Permission = access.Manage.String()
+	return out, nil
+}
+
+// Delete removes an agent sub may manage; built-in and default agents cannot be deleted (409).
+func (s *Store) Delete(ctx context.Context, sub access.Subject, slug string) error {
+	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+		a, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1 FOR UPDATE`, slug))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		switch level(sub, a) {
+		case access.None:
+			return ErrNotFound
+		case access.Read:
+			return failure.Forbidden("agent_manage_forbidden", "you may use this agent but not delete it")
+		}
+		if a.IsBuiltin || a.IsDefault {
+			return failure.Conflict("agent_builtin", "the built-in default agent cannot be deleted")
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM agents WHERE slug = $1`, slug)
+		return err
+	})
+}
+
+// SetDefault makes slug the default agent (admin only, checked by the caller).
+func (s *Store) SetDefault(ctx context.Context, slug string) error {
+	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE slug = $1)`, slug).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return ErrNotFound
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agents SET is_default = false WHERE is_default AND slug <> $1`, slug); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `UPDATE agents SET is_default = true, updated_at = now() WHERE slug = $1`, slug)
+		return err
+	})
+}

@@ -1,0 +1,152 @@
+// Package outbox is the transactional outbox: events are written in the same
+// transaction as the state change that causes them, and published only after
+// that transaction commits. Nothing is published that was not committed, and
+// nothing committed is lost: a sweep republishes rows whose publication was
+// not acknowledged.
+//
+// Delivery is at-least-once. A row is "published" when its Publisher says so:
+// the in-process bus acknowledges after the handler finished; the HTTP sink
+// after the broker accepted the event.
+//
+// Imported by: domain packages that change state (they call Write inside their
+// transactions), function mains and the local runner (they run a Relay).
+// May import: events, shared/faas, shared/postgres, pgx, the CloudEvents SDK.
+package outbox
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+)
+
+// Pending is an event to write. DedupeKey, when set, makes the write
+// idempotent: a second row with the same key is silently skipped.
+type Pending struct {
+	Payload   events.Payload
+	DedupeKey string
+}
+
+// Row is a written outbox row, handed to the relay after commit.
+type Row struct {
+	ID    int64
+	Event cloudevents.Event
+}
+
+// Writer writes outbox rows inside a caller's transaction.
+type Writer struct {
+	Source string        // CloudEvents source of the writing function, e.g. "/yuxi/agent-step"
+	Claim  time.Duration // how long the writer owns its rows for the fast path before the sweep may take them
+}
+
+// Write inserts the events in tx. Rows skipped by their dedupe key are not returned.
+// The traceparent in ctx (if any) is continued by each event.
+func (w Writer) Write(ctx context.Context, tx pgx.Tx, pending ...Pending) ([]Row, error) {
+	out := make([]Row, 0, len(pending))
+	parent := events.TraceparentFrom(ctx)
+	claim := w.Claim
+	if claim <= 0 {
+		claim = 30 * time.Second
+	}
+	for _, p := range pending {
+		tp := events.NewTraceparent()
+		if parent != "" {
+			tp = events.ChildTraceparent(parent)
+		}
+		ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
+		if err != nil {
+			return nil, err
+		}
+		ext, err := json.Marshal(ev.Extensions())
+		if err != nil {
+			return nil, fmt.Errorf("encode extensions: %w", err)
+		}
+		var dedupe *string
+		if p.DedupeKey != "" {
+			dedupe = &p.DedupeKey
+		}
+		var id int64
+		err = tx.QueryRow(ctx, `
+			INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval)
+			ON CONFLICT (dedupe_key) DO NOTHING
+			RETURNING id`,
+			ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String(),
+		).Scan(&id)
+		if err == pgx.ErrNoRows {
+			continue // already written by an earlier (duplicate) attempt
+		}
+		if err != nil {
+			return nil, fmt.Errorf("write outbox event %s: %w", ev.Type(), err)
+		}
+		out = append(out, Row{ID: id, Event: ev})
+	}
+	return out, nil
+}
+
+func rowToEvent(eventID, typ, source string, subject *string, data, ext []byte) (cloudevents.Event, error) {
+	ev := cloudevents.NewEvent()
+	ev.SetID(eventID)
+	ev.SetType(typ)
+	ev.SetSource(source)
+	if subject != nil {
+		ev.SetSubject(*subject)
+	}
+	if err := ev.SetData(cloudevents.ApplicationJSON, data); err != nil {
+		return ev, err
+	}
+	var m map[string]any
+	if len(ext) > 0 {
+		if err := json.Unmarshal(ext, &m); err != nil {
+			return ev, fmt.Errorf("decode extensions: %w", err)
+		}
+	}
+	for k, v := range m {
+		ev.SetExtension(k, v)
+	}
+	return ev, nil
+}
+
+func jsonValid(b []byte) bool { return json.Valid(b) }
+
+// Emit writes events inside the transaction it was handed to.
+type Emit func(pending ...Pending) error
+
+// Outbox couples a Writer with a Relay: Tx runs a transaction in which fn may
+// emit events, and hands the committed rows to the relay after commit.
+type Outbox struct {
+	Writer Writer
+	Relay  *Relay
+}
+
+// Tx runs fn in a transaction; events emitted by fn are published after commit.
+func (o *Outbox) Tx(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, fn func(tx pgx.Tx, emit Emit) error) error {
+	var rows []Row
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
+	emit := func(p ...Pending) error {
+		r, err := o.Writer.Write(ctx, tx, p...)
+		rows = append(rows, r...)
+		return err
+	}
+	if err := fn(tx, emit); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return err
+	}
+	if o.Relay != nil && len(rows) > 0 {
+		o.Relay.Publish(ctx, rows)
+	}
+	return nil
+}

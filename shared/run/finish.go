@@ -1,0 +1,166 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+)
+
+// Finish describes a terminal transition.
+type Finish struct {
+	Status          string
+	ErrorType       string
+	ErrorMessage    string
+	OutputMessageID *int64
+	StepCount       *int
+	TokenUsage      json.RawMessage
+	// Owner, when set, restricts the transition to the worker holding the
+	// lease with this attempt number (a stale worker cannot end the run).
+	Owner *Owner
+}
+
+// Owner identifies a lease holder.
+type Owner struct {
+	Worker  string
+	Attempt int
+}
+
+var deliveryForStatus = map[string]string{
+	StatusCompleted:   "complete",
+	StatusInterrupted: "complete",
+	StatusFailed:      "failed",
+	StatusCancelled:   "cancelled",
+}
+
+// finishTx moves a non-terminal run to f.Status inside tx and emits
+// run.finished. It reports false (and changes nothing) when the run is already
+// terminal or the owner guard does not match.
+func finishTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, id string, f Finish) (Run, bool, error) {
+	if !IsTerminal(f.Status) {
+		return Run{}, false, fmt.Errorf("finish run %s: %q is not a terminal status", id, f.Status)
+	}
+	var worker *string
+	attempt := 0
+	if f.Owner != nil {
+		worker, attempt = &f.Owner.Worker, f.Owner.Attempt
+	}
+	var usage any
+	if len(f.TokenUsage) > 0 {
+		usage = []byte(f.TokenUsage)
+	}
+	r, err := scanRun(tx.QueryRow(ctx, `
+		UPDATE agent_runs SET status = $2, finished_at = clock_timestamp(), worker_id = NULL, lease_expires_at = NULL,
+			error_type = NULLIF($3, ''), error_message = NULLIF($4, ''),
+			output_message_id = coalesce($5, output_message_id), step_count = coalesce($6, step_count),
+			token_usage = coalesce($7, token_usage), last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
+		WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested')
+		  AND ($8::text IS NULL OR (worker_id = $8 AND attempt_count = $9))
+		RETURNING `+runCols, id, f.Status, f.ErrorType, truncate(f.ErrorMessage, 2000), f.OutputMessageID, f.StepCount, usage, worker, attempt))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, false, nil
+	}
+	if err != nil {
+		return Run{}, false, fmt.Errorf("finish run %s: %w", id, err)
+	}
+	if r.InputMessageID != nil {
+		if _, err := tx.Exec(ctx, `UPDATE messages SET delivery_status = $2 WHERE id = $1`, *r.InputMessageID, deliveryForStatus[f.Status]); err != nil {
+			return Run{}, false, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = $2,
+		error_type = NULLIF($3, ''), error_message = NULLIF($4, '') WHERE run_id = $1 AND finished_at IS NULL`,
+		id, f.Status, f.ErrorType, truncate(f.ErrorMessage, 2000)); err != nil {
+		return Run{}, false, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE conversations SET updated_at = now() WHERE id = $1`, r.ConversationID); err != nil {
+		return Run{}, false, err
+	}
+	err = emit(outbox.Pending{
+		Payload:   events.RunFinished{RunID: r.ID, ThreadID: r.ThreadID, UID: r.UID, AgentSlug: r.AgentSlug, Status: r.Status},
+		DedupeKey: "run-finished:" + r.ID,
+	})
+	return r, true, err
+}
+
+// Finish applies a terminal transition in its own transaction. changed is
+// false when the run was already terminal (or the owner guard failed).
+func (s *Store) Finish(ctx context.Context, id string, f Finish) (r Run, changed bool, err error) {
+	err = s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		r, changed, err = finishTx(ctx, tx, emit, id, f)
+		return err
+	})
+	return r, changed, err
+}
+
+// CancelOutcome says what a cancel request did.
+type CancelOutcome int
+
+const (
+	CancelNoop      CancelOutcome = iota // already terminal or already cancel_requested
+	CancelImmediate                      // a pending run was cancelled at once
+	CancelRequested                      // a running run will stop at its next boundary
+)
+
+// RequestCancel cancels run id of uid: a pending run ends cancelled at once,
+// a running run becomes cancel_requested (the worker stops at the step
+// boundary and writes cancelled).
+func (s *Store) RequestCancel(ctx context.Context, uid, id string) (Run, CancelOutcome, error) {
+	var (
+		out     Run
+		outcome CancelOutcome
+	)
+	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1 FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && r.UID != uid) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		switch r.Status {
+		case StatusPending:
+			fr, changed, err := finishTx(ctx, tx, emit, id, Finish{Status: StatusCancelled, ErrorType: "cancelled", ErrorMessage: "the run was cancelled before it started"})
+			if err != nil {
+				return err
+			}
+			if changed {
+				out, outcome = fr, CancelImmediate
+				return nil
+			}
+		case StatusRunning:
+			r, err = scanRun(tx.QueryRow(ctx, `UPDATE agent_runs SET status = 'cancel_requested', updated_at = clock_timestamp()
+				WHERE id = $1 RETURNING `+runCols, id))
+			if err != nil {
+				return err
+			}
+			out, outcome = r, CancelRequested
+			return nil
+		}
+		out, outcome = r, CancelNoop
+		return nil
+	})
+	return out, outcome, err
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// ErrDuplicateStep is returned when the step was already committed.
+var ErrDuplicateStep = errors.New("step already committed")
+
+// ErrResumeConflict and friends are returned by resume validation.
+var (
+	ErrNotInterrupted   = failure.Conflict("run_not_interrupted", "only an interrupted run can be resumed")
+	ErrResumeSuperseded = failure.Conflict("resume_superseded", "a newer run exists on this thread; this run can no longer be resumed")
+)

@@ -1,0 +1,292 @@
+// Package run is the durable agent run: its state machine (pending → running
+// → cancel_requested → completed | failed | cancelled | interrupted), the
+// per-step lease a worker claims before a model turn, the write-once step
+// records, tool call rows (fan-out / fan-in), the thread transcript the model
+// sees, terminal transitions, and the queries the recovery sweep needs.
+//
+// Every state change and the events it causes are committed together through
+// the outbox. Model and tool calls are at-least-once; a step record is written
+// exactly once per (run, step): a redelivered or raced step is a no-op.
+//
+// Imported by: shared/queue, functions (agent-step, tool-invoke, dispatcher,
+// intake). May import: events, shared/outbox, shared/postgres, shared/failure,
+// shared/agent, pgx.
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/agent"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// Statuses.
+const (
+	StatusPending         = "pending"
+	StatusRunning         = "running"
+	StatusCancelRequested = "cancel_requested"
+	StatusCompleted       = "completed"
+	StatusFailed          = "failed"
+	StatusCancelled       = "cancelled"
+	StatusInterrupted     = "interrupted"
+)
+
+// Run types.
+const (
+	TypeChat   = "chat"
+	TypeResume = "resume"
+)
+
+// IsTerminal reports whether status is final.
+func IsTerminal(status string) bool {
+	switch status {
+	case StatusCompleted, StatusFailed, StatusCancelled, StatusInterrupted:
+		return true
+	}
+	return false
+}
+
+// ErrNotFound is returned for unknown runs and for runs of other users.
+var ErrNotFound = failure.NotFound("run_not_found", "run not found")
+
+// Payload is input_payload: what the run was submitted with, frozen at intake.
+type Payload struct {
+	ModelSpec        string          `json:"model_spec"`
+	ToolApprovalMode string          `json:"tool_approval_mode"`
+	Context          agent.Resolved  `json:"context"`
+	Resume           json.RawMessage `json:"resume,omitempty"`
+}
+
+// Run is an agent_runs row.
+type Run struct {
+	ID              string
+	ThreadID        string
+	ConversationID  int64
+	RuntimeScopeID  string
+	AgentSlug       string
+	UID             string
+	Status          string
+	RequestID       string
+	Source          string
+	Channel         string
+	CreatedByRunID  *string
+	RunType         string
+	InputMessageID  *int64
+	OutputMessageID *int64
+	Payload         Payload
+	TokenUsage      json.RawMessage
+	ErrorType       *string
+	ErrorMessage    *string
+	WorkerID        *string
+	AttemptCount    int
+	LeaseExpiresAt  *time.Time
+	RecoveryCount   int
+	StepCount       int
+	LastProgressAt  time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+const runCols = `id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status, request_id,
+	source, channel, created_by_run_id, run_type, input_message_id, output_message_id, input_payload, token_usage,
+	error_type, error_message, worker_id, attempt_count, lease_expires_at, recovery_count, step_count,
+	last_progress_at, started_at, finished_at, created_at, updated_at`
+
+func scanRun(row pgx.Row) (Run, error) {
+	var r Run
+	var payload []byte
+	err := row.Scan(&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
+		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, &payload, &r.TokenUsage,
+		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
+		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt)
+	if err != nil {
+		return r, err
+	}
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &r.Payload); err != nil {
+			return r, fmt.Errorf("decode input_payload of run %s: %w", r.ID, err)
+		}
+	}
+	return r, nil
+}
+
+// Store is the run repository.
+type Store struct {
+	pool   *pgxpool.Pool
+	outbox *outbox.Outbox
+}
+
+// NewStore returns a store whose transactions publish through ob.
+func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox) *Store {
+	return &Store{pool: pool, outbox: ob}
+}
+
+// Pool returns the store's pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Outbox returns the store's outbox.
+func (s *Store) Outbox() *outbox.Outbox { return s.outbox }
+
+// Get loads a run by id.
+func (s *Store) Get(ctx context.Context, db postgres.DB, id string) (Run, error) {
+	return Load(ctx, db, id)
+}
+
+// Load reads a run by id through db (a pool or a transaction).
+func Load(ctx context.Context, db postgres.DB, id string) (Run, error) {
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("load run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// GetForUser loads a run owned by uid; another user's run is ErrNotFound.
+func (s *Store) GetForUser(ctx context.Context, uid, id string) (Run, error) {
+	r, err := s.Get(ctx, s.pool, id)
+	if err != nil {
+		return Run{}, err
+	}
+	if r.UID != uid {
+		return Run{}, ErrNotFound
+	}
+	return r, nil
+}
+
+// LatestForThread returns the newest chat or resume run of (uid, agent, thread), if any.
+func LatestForThread(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
+		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND run_type IN ('chat', 'resume')
+		ORDER BY created_at DESC, id DESC LIMIT 1`, uid, agentSlug, threadID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// ActiveForThread returns the non-terminal run of (uid, agent, thread), if any.
+func ActiveForThread(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
+		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+		  AND status IN ('pending', 'running', 'cancel_requested')`, uid, agentSlug, threadID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// NewRun describes a run to create.
+type NewRun struct {
+	ID             string
+	ThreadID       string
+	ConversationID int64
+	AgentSlug      string
+	UID            string
+	RequestID      string
+	Source         string
+	Channel        string
+	RunType        string
+	CreatedByRunID *string
+	InputMessageID int64
+	Payload        Payload
+}
+
+// ErrThreadBusy: the thread already has a non-terminal run (the database's
+// one-active-run-per-thread index refused a second).
+var ErrThreadBusy = failure.Conflict("run_busy", "the thread already has an active run")
+
+// Create inserts a pending run in tx. The caller emits the first step event.
+func Create(ctx context.Context, tx pgx.Tx, n NewRun) (Run, error) {
+	payload, err := json.Marshal(n.Payload)
+	if err != nil {
+		return Run{}, err
+	}
+	// A savepoint keeps the caller's transaction usable when the index refuses.
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return Run{}, err
+	}
+	r, err := scanRun(sp.QueryRow(ctx, `
+		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
+			request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
+		VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, $12)
+		RETURNING `+runCols,
+		n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
+		n.CreatedByRunID, n.RunType, n.InputMessageID, payload))
+	if err != nil {
+		_ = sp.Rollback(ctx)
+		if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
+			return Run{}, ErrThreadBusy
+		}
+		return Run{}, fmt.Errorf("create run: %w", err)
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return Run{}, err
+	}
+	return r, nil
+}
+
+// View is the public shape of a run (GET /api/agent/runs/{id}).
+type View struct {
+	ID              string          `json:"id"`
+	ThreadID        string          `json:"thread_id"`
+	ConversationID  int64           `json:"conversation_id"`
+	RuntimeScopeID  string          `json:"runtime_scope_id"`
+	AgentSlug       string          `json:"agent_slug"`
+	UID             string          `json:"uid"`
+	Status          string          `json:"status"`
+	RequestID       string          `json:"request_id"`
+	Source          string          `json:"source"`
+	Channel         string          `json:"channel"`
+	RunType         string          `json:"run_type"`
+	CreatedByRunID  *string         `json:"created_by_run_id"`
+	InputMessageID  *int64          `json:"input_message_id"`
+	OutputMessageID *int64          `json:"output_message_id"`
+	InputPayload    map[string]any  `json:"input_payload"`
+	TokenUsage      json.RawMessage `json:"token_usage"`
+	ErrorType       *string         `json:"error_type"`
+	ErrorMessage    *string         `json:"error_message"`
+	StepCount       int             `json:"step_count"`
+	AttemptCount    int             `json:"attempt_count"`
+	StartedAt       *time.Time      `json:"started_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	CreatedAt       time.Time       `json:"created_at"`
+	UpdatedAt       time.Time       `json:"updated_at"`
+}
+
+// View returns the public shape of r.
+func (r Run) View() View {
+	usage := r.TokenUsage
+	if len(usage) == 0 {
+		usage = json.RawMessage("null")
+	}
+	return View{
+		ID: r.ID, ThreadID: r.ThreadID, ConversationID: r.ConversationID, RuntimeScopeID: r.RuntimeScopeID,
+		AgentSlug: r.AgentSlug, UID: r.UID, Status: r.Status, RequestID: r.RequestID, Source: r.Source,
+		Channel: r.Channel, RunType: r.RunType, CreatedByRunID: r.CreatedByRunID, InputMessageID: r.InputMessageID,
+		OutputMessageID: r.OutputMessageID,
+		InputPayload:    map[string]any{"model_spec": r.Payload.ModelSpec, "tool_approval_mode": r.Payload.ToolApprovalMode},
+		TokenUsage:      usage, ErrorType: r.ErrorType, ErrorMessage: r.ErrorMessage, StepCount: r.StepCount,
+		AttemptCount: r.AttemptCount, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+}

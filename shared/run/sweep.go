@@ -1,0 +1,149 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+)
+
+// SweepConfig tunes recovery.
+type SweepConfig struct {
+	// Stale is how long a run may make no progress between steps (tools
+	// running, or a step event not yet claimed) before it is re-driven.
+	Stale time.Duration
+	// MaxRecoveries bounds re-drives of one run; then it fails with
+	// worker_lease_expired.
+	MaxRecoveries int
+	Batch         int
+}
+
+// Recovery says what the sweep did to one run.
+type Recovery struct {
+	RunID  string
+	Action string // redrive_step | redrive_tools | cancelled | failed
+	Run    Run
+}
+
+// RecoverStuck re-drives runs whose worker died: an expired step lease, or no
+// progress for cfg.Stale between steps. The step is redelivered (its claim
+// finds the lease free) or the pending tool calls are redelivered; a run
+// re-driven too often fails; a cancel_requested run whose worker died ends
+// cancelled. Safe to run concurrently (rows are taken with SKIP LOCKED).
+func (s *Store) RecoverStuck(ctx context.Context, cfg SweepConfig) ([]Recovery, error) {
+	if cfg.Stale <= 0 {
+		cfg.Stale = 2 * time.Minute
+	}
+	if cfg.MaxRecoveries <= 0 {
+		cfg.MaxRecoveries = 5
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 100
+	}
+	var out []Recovery
+	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		rows, err := tx.Query(ctx, `SELECT `+runCols+` FROM agent_runs
+			WHERE status IN ('pending', 'running', 'cancel_requested')
+			  AND ((worker_id IS NOT NULL AND lease_expires_at < clock_timestamp())
+			    OR (worker_id IS NULL AND last_progress_at < clock_timestamp() - $1::interval))
+			ORDER BY last_progress_at LIMIT $2 FOR UPDATE SKIP LOCKED`, cfg.Stale.String(), cfg.Batch)
+		if err != nil {
+			return err
+		}
+		var stuck []Run
+		for rows.Next() {
+			r, err := scanRun(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			stuck = append(stuck, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, r := range stuck {
+			rec, err := recoverOne(ctx, tx, emit, r, cfg)
+			if err != nil {
+				return fmt.Errorf("recover run %s: %w", r.ID, err)
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg SweepConfig) (Recovery, error) {
+	rec := Recovery{RunID: r.ID}
+	if r.Status == StatusCancelRequested {
+		fr, _, err := finishTx(ctx, tx, emit, r.ID, Finish{Status: StatusCancelled, ErrorType: "cancelled", ErrorMessage: "the run was cancelled"})
+		rec.Action, rec.Run = "cancelled", fr
+		return rec, err
+	}
+	if r.RecoveryCount >= cfg.MaxRecoveries {
+		fr, _, err := finishTx(ctx, tx, emit, r.ID, Finish{Status: StatusFailed, ErrorType: "worker_lease_expired",
+			ErrorMessage: fmt.Sprintf("the run made no progress after %d recoveries", r.RecoveryCount)})
+		rec.Action, rec.Run = "failed", fr
+		return rec, err
+	}
+	n := r.RecoveryCount + 1
+	if _, err := tx.Exec(ctx, `UPDATE agent_runs SET recovery_count = $2, worker_id = NULL, lease_expires_at = NULL,
+		last_progress_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1`, r.ID, n); err != nil {
+		return rec, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'lease_expired'
+		WHERE run_id = $1 AND finished_at IS NULL`, r.ID); err != nil {
+		return rec, err
+	}
+	rec.Run = r
+	pending, err := PendingToolCalls(ctx, tx, r.ID, r.StepCount)
+	if err != nil {
+		return rec, err
+	}
+	if r.StepCount > 0 && len(pending) > 0 {
+		rec.Action = "redrive_tools"
+		for _, c := range pending {
+			if err := emit(outbox.Pending{
+				Payload:   events.ToolCallRequested{RunID: r.ID, ThreadID: r.ThreadID, StepNo: c.StepNo, ToolCallID: c.ToolCallID},
+				DedupeKey: fmt.Sprintf("tool:%s:%s:r%d", r.ID, c.ToolCallID, n),
+			}); err != nil {
+				return rec, err
+			}
+		}
+		return rec, nil
+	}
+	rec.Action = "redrive_step"
+	return rec, emit(outbox.Pending{
+		Payload:   events.StepReady{RunID: r.ID, ThreadID: r.ThreadID, StepNo: r.StepCount + 1},
+		DedupeKey: fmt.Sprintf("step:%s:%d:r%d", r.ID, r.StepCount+1, n),
+	})
+}
+
+// ReadyQueues lists (uid, agent, thread) scopes that have queued requests but
+// no active run: candidates for dispatch when a run.finished event was lost.
+func (s *Store) ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([][3]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.uid, q.agent_slug, q.conversation_thread_id FROM agent_run_requests q
+		WHERE q.status = 'queued' AND q.created_at < clock_timestamp() - $1::interval
+		  AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.uid = q.uid AND r.agent_slug = q.agent_slug
+		      AND r.conversation_thread_id = q.conversation_thread_id AND r.status IN ('pending', 'running', 'cancel_requested'))
+		LIMIT $2`, olderThan.String(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][3]string
+	for rows.Next() {
+		var k [3]string
+		if err := rows.Scan(&k[0], &k[1], &k[2]); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
+}

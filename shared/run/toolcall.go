@@ -1,0 +1,254 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// ToolCall is a tool_calls row.
+type ToolCall struct {
+	ID         int64
+	RunID      string
+	StepNo     int
+	MessageID  int64
+	Index      int
+	ToolCallID string
+	Name       string
+	Input      string
+	Output     *string
+	Status     string
+	Error      *string
+	CreatedAt  time.Time
+	FinishedAt *time.Time
+}
+
+const toolCols = `id, run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, tool_output, status, error_message, created_at, finished_at`
+
+func scanToolCall(row pgx.Row) (ToolCall, error) {
+	var t ToolCall
+	err := row.Scan(&t.ID, &t.RunID, &t.StepNo, &t.MessageID, &t.Index, &t.ToolCallID, &t.Name, &t.Input, &t.Output, &t.Status, &t.Error, &t.CreatedAt, &t.FinishedAt)
+	return t, err
+}
+
+// ErrToolCallNotFound: no such tool call in the run.
+var ErrToolCallNotFound = errors.New("tool call not found")
+
+// GetToolCall loads one tool call of a run.
+func GetToolCall(ctx context.Context, db postgres.DB, runID, toolCallID string) (ToolCall, error) {
+	t, err := scanToolCall(db.QueryRow(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2`, runID, toolCallID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, ErrToolCallNotFound
+	}
+	return t, err
+}
+
+// ToolResult is the outcome of running one tool call.
+type ToolResult struct {
+	RunID      string
+	ToolCallID string
+	Status     string // success | error | interrupted
+	Output     string
+	Error      string
+	// InterruptMessage is shown as the run's error_message when the call
+	// interrupts the run (e.g. the first question asked).
+	InterruptType    string
+	InterruptMessage string
+}
+
+// FanIn reports what completing a tool call did.
+type FanIn struct {
+	Duplicate   bool // the call was already completed: nothing changed
+	Remaining   int  // calls of the step still running
+	NextStep    int  // > 0 when this completion readied the next step
+	Interrupted bool // this completion ended the run as interrupted
+	Run         Run
+}
+
+// CompleteToolCall records a tool result. The last call of a step to finish
+// readies the next step — or, when a call waits for the user, ends the run
+// as interrupted. Recording an already-finished call is a no-op (Duplicate).
+func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
+	var out FanIn
+	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		var stepNo int
+		err := tx.QueryRow(ctx, `UPDATE tool_calls SET status = $3, tool_output = $4, error_message = NULLIF($5, ''), finished_at = clock_timestamp()
+			WHERE run_id = $1 AND tool_call_id = $2 AND status = 'pending' RETURNING step_no`,
+			res.RunID, res.ToolCallID, res.Status, res.Output, truncate(res.Error, 4000)).Scan(&stepNo)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out.Duplicate = true
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("record tool result %s: %w", res.ToolCallID, err)
+		}
+		if err := tx.QueryRow(ctx, `UPDATE agent_run_steps SET pending_tools = pending_tools - 1
+			WHERE run_id = $1 AND step_no = $2 RETURNING pending_tools`, res.RunID, stepNo).Scan(&out.Remaining); err != nil {
+			return fmt.Errorf("count pending tools: %w", err)
+		}
+		if out.Remaining > 0 {
+			return nil
+		}
+		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1 FOR UPDATE`, res.RunID))
+		if err != nil {
+			return err
+		}
+		out.Run = r
+		if IsTerminal(r.Status) {
+			return nil
+		}
+		var firstInterrupt struct {
+			kind, msg string
+			found     bool
+		}
+		rows, err := tx.Query(ctx, `SELECT tool_output FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'interrupted' ORDER BY call_index`, res.RunID, stepNo)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var o *string
+			if err := rows.Scan(&o); err != nil {
+				rows.Close()
+				return err
+			}
+			if !firstInterrupt.found {
+				firstInterrupt.found = true
+				firstInterrupt.kind, firstInterrupt.msg = interruptInfo(o)
+			}
+		}
+		rows.Close()
+		if firstInterrupt.found {
+			if res.Status == "interrupted" && res.InterruptMessage != "" && firstInterrupt.msg == "" {
+				firstInterrupt.msg = res.InterruptMessage
+			}
+			kind := firstInterrupt.kind
+			if kind == "" {
+				kind = "ask_user_question_required"
+			}
+			fr, changed, err := finishTx(ctx, tx, emit, r.ID, Finish{Status: StatusInterrupted, ErrorType: kind, ErrorMessage: firstInterrupt.msg})
+			if err != nil {
+				return err
+			}
+			out.Interrupted, out.Run = changed, fr
+			return nil
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agent_runs SET last_progress_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1`, r.ID); err != nil {
+			return err
+		}
+		out.NextStep = stepNo + 1
+		return emit(outbox.Pending{
+			Payload:   events.StepReady{RunID: r.ID, ThreadID: r.ThreadID, StepNo: stepNo + 1},
+			DedupeKey: fmt.Sprintf("step:%s:%d", r.ID, stepNo+1),
+		})
+	})
+	return out, err
+}
+
+// interruptInfo reads the interrupt kind and first question from an
+// interrupted call's stored output ({"interrupt": kind, "questions":[{"question":…}]}).
+func interruptInfo(output *string) (kind, msg string) {
+	if output == nil {
+		return "", ""
+	}
+	var doc struct {
+		Interrupt string `json:"interrupt"`
+		Questions []struct {
+			Question string `json:"question"`
+		} `json:"questions"`
+	}
+	if json.Unmarshal([]byte(*output), &doc) != nil {
+		return "", ""
+	}
+	if len(doc.Questions) > 0 {
+		msg = doc.Questions[0].Question
+	}
+	return doc.Interrupt, msg
+}
+
+// InterruptedCalls returns the calls of run id still waiting for the user.
+func InterruptedCalls(ctx context.Context, db postgres.DB, runID string) ([]ToolCall, error) {
+	rows, err := db.Query(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ToolCall
+	for rows.Next() {
+		t, err := scanToolCall(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// AnswerInterrupted records the user's answer as the result of every call of
+// run id that waits for the user: {"questions": …, "answer": answer}.
+func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json.RawMessage) (int, error) {
+	calls, err := InterruptedCalls(ctx, tx, runID)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range calls {
+		var stored struct {
+			Questions json.RawMessage `json:"questions"`
+		}
+		if c.Output != nil {
+			_ = json.Unmarshal([]byte(*c.Output), &stored)
+		}
+		if len(stored.Questions) == 0 {
+			stored.Questions = json.RawMessage("[]")
+		}
+		out, _ := json.Marshal(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
+		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'success', tool_output = $2, finished_at = clock_timestamp()
+			WHERE id = $1 AND status = 'interrupted'`, c.ID, string(out)); err != nil {
+			return 0, err
+		}
+	}
+	return len(calls), nil
+}
+
+// PendingToolCalls returns the calls of a run step that have not finished.
+func PendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
+	rows, err := db.Query(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []ToolCall
+	for rows.Next() {
+		t, err := scanToolCall(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// ToolCallIDs returns the tool call ids already used in a run.
+func ToolCallIDs(ctx context.Context, db postgres.DB, runID string) (map[string]bool, error) {
+	rows, err := db.Query(ctx, `SELECT tool_call_id FROM tool_calls WHERE run_id = $1`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,230 @@
+// Package thread stores conversations (threads) and renders their history.
+// A thread belongs to one user; another user's thread is indistinguishable
+// from a missing one (404).
+//
+// Imported by: functions/intake, shared/queue. May import: shared/postgres,
+// shared/failure, pgx.
+package thread
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// ErrNotFound is returned for unknown, deleted and other users' threads.
+var ErrNotFound = failure.NotFound("thread_not_found", "thread not found")
+
+// Thread is a conversation as the API shows it (ThreadResponse).
+type Thread struct {
+	ID             string          `json:"id"`
+	UID            string          `json:"uid"`
+	AgentID        string          `json:"agent_id"`
+	Title          string          `json:"title"`
+	IsPinned       bool            `json:"is_pinned"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	Metadata       json.RawMessage `json:"metadata"`
+	ThreadStatus   string          `json:"thread_status"`
+	ConversationID int64           `json:"-"`
+}
+
+// Store reads and writes threads.
+type Store struct{ pool *pgxpool.Pool }
+
+// NewStore returns a thread store.
+func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+const threadCols = `c.id, c.thread_id, c.uid, c.agent_id, c.title, c.is_pinned, c.created_at, c.updated_at, c.extra_metadata,
+	CASE
+		WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN 'loading'
+		WHEN lr.id IS NOT NULL AND lr.id IS DISTINCT FROM c.last_viewed_run_id THEN 'ready'
+		ELSE 'done'
+	END`
+
+const latestRunJoin = `LEFT JOIN LATERAL (
+		SELECT r.id, r.status FROM agent_runs r WHERE r.conversation_thread_id = c.thread_id AND r.run_type IN ('chat', 'resume')
+		ORDER BY r.created_at DESC LIMIT 1) lr ON true`
+
+func scanThread(row pgx.Row) (Thread, error) {
+	var t Thread
+	err := row.Scan(&t.ConversationID, &t.ID, &t.UID, &t.AgentID, &t.Title, &t.IsPinned, &t.CreatedAt, &t.UpdatedAt, &t.Metadata, &t.ThreadStatus)
+	return t, err
+}
+
+// CreateInput is POST /api/chat/thread.
+type CreateInput struct {
+	RequestID *string         `json:"request_id"`
+	Title     *string         `json:"title"`
+	AgentID   string          `json:"agent_id"`
+	Metadata  json.RawMessage `json:"metadata"`
+}
+
+// Create makes a thread for uid. It is idempotent on (uid, request_id). The
+// caller has checked that the agent is visible to uid.
+func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread, error) {
+	if strings.TrimSpace(in.AgentID) == "" {
+		return Thread{}, failure.Unprocessable("invalid_thread", "agent_id is required")
+	}
+	if in.RequestID != nil && (len(*in.RequestID) == 0 || len(*in.RequestID) > 64) {
+		return Thread{}, failure.Unprocessable("invalid_request_id", "request_id must be 1 to 64 characters")
+	}
+	title := "New conversation"
+	if in.Title != nil {
+		title = strings.TrimSpace(*in.Title)
+		if len(title) > 500 {
+			return Thread{}, failure.Unprocessable("invalid_thread", "title is longer than 500 characters")
+		}
+	}
+	meta := in.Metadata
+	if len(meta) == 0 || string(meta) == "null" {
+		meta = json.RawMessage("{}")
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(meta, &obj); err != nil {
+		return Thread{}, failure.Unprocessable("invalid_thread", "metadata must be an object")
+	}
+	if in.RequestID != nil {
+		if t, err := s.byRequest(ctx, uid, *in.RequestID); err == nil {
+			if t.AgentID != in.AgentID {
+				return Thread{}, failure.Conflict("request_id_conflict", "request_id was used for another thread")
+			}
+			return t, nil
+		}
+	}
+	id := newThreadID()
+	_, err := s.pool.Exec(ctx, `INSERT INTO conversations (thread_id, creation_request_id, uid, agent_id, title, extra_metadata)
+		VALUES ($1, $2, $3, $4, $5, $6)`, id, in.RequestID, uid, in.AgentID, title, meta)
+	if postgres.IsUniqueViolation(err, "conversations_uid_creation_request_id_key") && in.RequestID != nil {
+		return s.byRequest(ctx, uid, *in.RequestID) // a concurrent identical create won
+	}
+	if err != nil {
+		return Thread{}, fmt.Errorf("create thread: %w", err)
+	}
+	return s.Get(ctx, uid, id)
+}
+
+func (s *Store) byRequest(ctx context.Context, uid, requestID string) (Thread, error) {
+	t, err := scanThread(s.pool.QueryRow(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
+		WHERE c.uid = $1 AND c.creation_request_id = $2 AND c.status <> 'deleted'`, uid, requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Thread{}, ErrNotFound
+	}
+	return t, err
+}
+
+func newThreadID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Get returns uid's thread.
+func (s *Store) Get(ctx context.Context, uid, threadID string) (Thread, error) {
+	t, err := scanThread(s.pool.QueryRow(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
+		WHERE c.thread_id = $1 AND c.uid = $2 AND c.status <> 'deleted'`, threadID, uid))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Thread{}, ErrNotFound
+	}
+	if err != nil {
+		return Thread{}, fmt.Errorf("load thread: %w", err)
+	}
+	return t, nil
+}
+
+// List returns uid's threads, newest first (pinned first).
+func (s *Store) List(ctx context.Context, uid, agentID string, limit, offset int) ([]Thread, error) {
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	if offset < 0 {
+		offset = 0
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
+		WHERE c.uid = $1 AND c.status <> 'deleted' AND ($2 = '' OR c.agent_id = $2)
+		ORDER BY c.is_pinned DESC, c.updated_at DESC, c.id DESC LIMIT $3 OFFSET $4`, uid, agentID, limit, offset)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Thread{}
+	for rows.Next() {
+		t, err := scanThread(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// UpdateInput is PUT /api/chat/thread/{id}.
+type UpdateInput struct {
+	Title    *string `json:"title"`
+	IsPinned *bool   `json:"is_pinned"`
+}
+
+// Update changes title and pin of uid's thread.
+func (s *Store) Update(ctx context.Context, uid, threadID string, in UpdateInput) (Thread, error) {
+	if in.Title != nil && len(strings.TrimSpace(*in.Title)) > 500 {
+		return Thread{}, failure.Unprocessable("invalid_thread", "title is longer than 500 characters")
+	}
+	var title *string
+	if in.Title != nil {
+		t := strings.TrimSpace(*in.Title)
+		title = &t
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE conversations SET title = coalesce($3, title), is_pinned = coalesce($4, is_pinned), updated_at = now()
+		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted'`, threadID, uid, title, in.IsPinned)
+	if err != nil {
+		return Thread{}, err
+	}
+	if tag.RowsAffected() == 0 {
+		return Thread{}, ErrNotFound
+	}
+	return s.Get(ctx, uid, threadID)
+}
+
+// Delete soft-deletes uid's thread.
+func (s *Store) Delete(ctx context.Context, uid, threadID string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE conversations SET status = 'deleted', updated_at = now()
+		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted'`, threadID, uid)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// Locked is a thread row held FOR UPDATE inside a transaction: the thread-level
+// serialization point of the request queue.
+type Locked struct {
+	ConversationID int64
+	ThreadID       string
+	UID            string
+	AgentID        string
+}
+
+// Lock takes the row lock of uid's thread in tx.
+func Lock(ctx context.Context, tx pgx.Tx, uid, threadID string) (Locked, error) {
+	var l Locked
+	err := tx.QueryRow(ctx, `SELECT id, thread_id, uid, agent_id FROM conversations
+		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted' FOR UPDATE`, threadID, uid).Scan(&l.ConversationID, &l.ThreadID, &l.UID, &l.AgentID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return l, ErrNotFound
+	}
+	return l, err
+}
