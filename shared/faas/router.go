@@ -185,6 +185,9 @@ func (r *Router) Deliver(ctx context.Context, ev cloudevents.Event) (res Result)
 			res = r.finish(ctx, ev, rt.handler, Result{Retry, fmt.Errorf("handler panic: %v", p)})
 		}
 	}()
+	if tp, ok := ev.Extensions()[events.ExtTraceparent].(string); ok {
+		ctx = events.WithTraceparent(ctx, tp)
+	}
 	err := rt.handle(ctx, ev.Data())
 	var m malformedError
 	switch {

@@ -1,0 +1,375 @@
+// Package agentstep is the handler of the agent-step function: one model turn
+// of a run per invocation. It claims the step's lease, loads the thread's
+// transcript (the checkpoint) from Postgres, streams the model's answer to the
+// run's event stream, and commits the turn — the assistant message, its tool
+// calls and the events they cause — in one transaction. Tool calls fan out to
+// tool-invoke; a turn without tool calls completes the run.
+//
+// Delivery is at-least-once: a duplicate event finds the step committed or its
+// lease held and does nothing. A crashed invocation is retried from the last
+// committed step; its partial stream is discarded by clients via a retry
+// marker (attempt-scoped message ids).
+//
+// Imported by: functions/agent-step (main), infra/local, tests.
+// May import: events, shared/*.
+package agentstep
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+)
+
+// Models resolves a model spec ("provider:model") to a chat model.
+type Models interface {
+	ChatModel(spec string) (llm.ChatModel, string, error)
+}
+
+// Stream is the run event stream.
+type Stream interface {
+	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
+	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
+	NewBatcher(runID, threadID string, flushEvery time.Duration, maxChars int) *runstream.Batcher
+	WatchCancel(ctx context.Context, runID string) (<-chan struct{}, func())
+}
+
+// Tools lists the tools a run may offer the model.
+type Tools interface {
+	Visible(configured []string) []tool.Spec
+}
+
+// Config tunes the handler.
+type Config struct {
+	WorkerID   string        // identifies this process in leases
+	Lease      time.Duration // step lease (default 60s); renewed every Lease/3 while the model streams
+	FlushEvery time.Duration // token batching interval (default 100ms)
+	// Crash, when set, is called at named points; tests use it to kill the
+	// process at exact moments (see docs/durability.md).
+	Crash        func(point string)
+	RetryBackoff time.Duration // first model retry delay (default 500ms)
+}
+
+// Handler handles io.yuxi.agent.step.ready.v1.
+type Handler struct {
+	runs   *run.Store
+	models Models
+	tools  Tools
+	stream Stream
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns the handler.
+func New(runs *run.Store, models Models, tools Tools, stream Stream, cfg Config, log *slog.Logger) *Handler {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 60 * time.Second
+	}
+	if cfg.FlushEvery <= 0 {
+		cfg.FlushEvery = 100 * time.Millisecond
+	}
+	if cfg.RetryBackoff <= 0 {
+		cfg.RetryBackoff = 500 * time.Millisecond
+	}
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = "agent-step-" + nonce()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{runs: runs, models: models, tools: tools, stream: stream, cfg: cfg, log: log}
+}
+
+// Register adds the handler to a function router.
+func (h *Handler) Register(r *faas.Router) { faas.On(r, h.Handle) }
+
+func (h *Handler) crash(point string) {
+	if h.cfg.Crash != nil {
+		h.cfg.Crash(point)
+	}
+}
+
+func nonce() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Handle runs one step.
+func (h *Handler) Handle(ctx context.Context, in events.StepReady) error {
+	claim, err := h.runs.Claim(ctx, in.RunID, in.StepNo, h.cfg.WorkerID, h.cfg.Lease)
+	if errors.Is(err, run.ErrNotFound) {
+		return faas.Permanent(fmt.Errorf("step for unknown run %s", in.RunID))
+	}
+	if err != nil {
+		return err
+	}
+	if claim.Outcome != run.Claimed {
+		h.log.Debug("step not claimed", "run", in.RunID, "step", in.StepNo, "outcome", claim.Outcome.String())
+		return nil
+	}
+	h.crash("step.claimed")
+	s := &step{h: h, in: in, claim: claim, r: claim.Run, owner: run.Owner{Worker: h.cfg.WorkerID, Attempt: claim.Attempt}}
+	return s.execute(ctx)
+}
+
+type step struct {
+	h     *Handler
+	in    events.StepReady
+	claim run.Claim
+	r     run.Run
+	owner run.Owner
+}
+
+func (s *step) execute(ctx context.Context) error {
+	h, r := s.h, s.r
+	if r.Status == run.StatusCancelRequested {
+		return s.finish(ctx, run.Finish{Status: run.StatusCancelled, ErrorType: "cancelled", ErrorMessage: "the run was cancelled"})
+	}
+	if steer, err := h.runs.HasPendingSteer(ctx, r); err != nil {
+		return s.release(ctx, err)
+	} else if steer {
+		// A steer request waits: end this run at the model boundary as completed;
+		// the dispatcher then runs the steer request on the same transcript.
+		return s.finish(ctx, run.Finish{Status: run.StatusCompleted})
+	}
+	if max := r.Payload.Context.MaxExecutionSteps; max > 0 && s.in.StepNo > max {
+		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "max_execution_steps_exceeded",
+			ErrorMessage: fmt.Sprintf("the run reached max_execution_steps (%d)", max)})
+	}
+	s.announce(ctx)
+
+	model, modelID, err := h.models.ChatModel(r.Payload.ModelSpec)
+	if err != nil {
+		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_not_available", ErrorMessage: err.Error()})
+	}
+	entries, err := run.Transcript(ctx, h.runs.Pool(), r.ConversationID)
+	if err != nil {
+		return s.release(ctx, err)
+	}
+	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, entries), Tools: toolSpecs(h.tools.Visible(r.Payload.Context.Tools))}
+
+	started := time.Now()
+	out, err := s.streamModel(ctx, model, req)
+	if err != nil {
+		return err
+	}
+	if out.leaseLost {
+		return nil // another attempt owns the run now
+	}
+	if out.failed != nil {
+		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_error", ErrorMessage: out.failed.Error()})
+	}
+	return s.commit(ctx, started, out)
+}
+
+// announce writes the run's metadata, once per run.
+func (s *step) announce(ctx context.Context) {
+	r := s.r
+	if s.in.StepNo == 1 {
+		meta := map[string]any{"request_id": r.RequestID, "agent_slug": r.AgentSlug, "uid": r.UID, "source": r.Source,
+			"run_type": r.RunType, "created_by_run_id": r.CreatedByRunID, "subagent_slug": nil}
+		if _, _, err := s.h.stream.AppendOnce(ctx, r.ID, r.ThreadID, "metadata", runstream.EventMetadata, meta); err != nil {
+			s.h.log.Warn("append metadata", "run", r.ID, "error", err)
+		}
+	}
+}
+
+// retryMarker tells clients that the step starts over: every message of the
+// step (ids starting with discard_message_prefix) except current_message_id
+// is to be discarded, including late deltas of an abandoned attempt.
+func (s *step) retryMarker(ctx context.Context, currentMessageID, reason string) {
+	r := s.r
+	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "retry", "step_no": s.in.StepNo,
+		"attempt": s.owner.Attempt, "discard_message_prefix": fmt.Sprintf("%s:%d:", r.ID, s.in.StepNo),
+		"current_message_id": currentMessageID, "reason": reason}
+	if _, err := s.h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom, map[string]any{"name": "yuxi.retry", "chunk": chunk}); err != nil {
+		s.h.log.Warn("append retry marker", "run", r.ID, "error", err)
+	}
+}
+
+type modelOutcome struct {
+	resp            llm.Response
+	streamMessageID string
+	cancelled       bool
+	leaseLost       bool
+	failed          error
+}
+
+// streamModel runs the model turn with retries, streaming deltas to the run's
+// stream, renewing the lease and watching for cancellation.
+func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Request) (modelOutcome, error) {
+	h, r := s.h, s.r
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var cancelled, leaseLost atomic.Bool
+	cancelCh, stopWatch := h.stream.WatchCancel(streamCtx, r.ID)
+	defer stopWatch()
+	go func() {
+		select {
+		case <-cancelCh:
+			cancelled.Store(true)
+			stop()
+		case <-streamCtx.Done():
+		}
+	}()
+	go func() {
+		t := time.NewTicker(h.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-streamCtx.Done():
+				return
+			case <-t.C:
+				if err := h.runs.Renew(streamCtx, r.ID, s.owner.Worker, s.owner.Attempt, h.cfg.Lease); errors.Is(err, run.ErrLeaseLost) {
+					leaseLost.Store(true)
+					stop()
+					return
+				}
+			}
+		}
+	}()
+
+	retries := r.Payload.Context.ModelRetryTimes
+	backoff := h.cfg.RetryBackoff
+	var lastErr error
+	for try := 0; ; try++ {
+		msgID := fmt.Sprintf("%s:%d:%d:%s", r.ID, s.in.StepNo, s.owner.Attempt, nonce())
+		switch {
+		case try > 0:
+			s.retryMarker(ctx, msgID, "model call failed: "+lastErr.Error())
+		case s.claim.Retry:
+			s.retryMarker(ctx, msgID, "step restarted after an interrupted attempt")
+		}
+		b := h.stream.NewBatcher(r.ID, r.ThreadID, h.cfg.FlushEvery, 512)
+		deltas := 0
+		resp, err := model.Stream(streamCtx, req, func(d llm.Delta) error {
+			deltas++
+			if deltas == 3 {
+				h.crash("step.streaming")
+			}
+			return s.forward(streamCtx, b, msgID, d)
+		})
+		if err == nil {
+			for i, tc := range resp.ToolCalls {
+				_ = b.AddUrgent(ctx, toolCallChunk(r, msgID, i, tc))
+			}
+		}
+		_ = b.Close(context.WithoutCancel(ctx))
+		switch {
+		case leaseLost.Load():
+			return modelOutcome{leaseLost: true}, nil
+		case cancelled.Load():
+			resp.ToolCalls = nil // a cut-short turn's tool calls are incomplete
+			return modelOutcome{resp: resp, streamMessageID: msgID, cancelled: true}, nil
+		case ctx.Err() != nil:
+			return modelOutcome{}, ctx.Err() // shutting down: retry elsewhere
+		case err == nil:
+			return modelOutcome{resp: resp, streamMessageID: msgID}, nil
+		}
+		if !llm.IsRetryable(err) || try >= retries {
+			return modelOutcome{failed: err}, nil
+		}
+		h.log.Info("model call failed, retrying", "run", r.ID, "step", s.in.StepNo, "try", try+1, "error", err)
+		lastErr = err
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-streamCtx.Done():
+			t.Stop()
+		}
+		backoff *= 2
+	}
+}
+
+// commit writes the turn and publishes what follows from it.
+func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) error {
+	h, r := s.h, s.r
+	calls, err := s.toolCalls(ctx, out.resp.ToolCalls)
+	if err != nil {
+		return s.release(ctx, err)
+	}
+	u := run.Usage{InputTokens: out.resp.Usage.InputTokens, OutputTokens: out.resp.Usage.OutputTokens,
+		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
+	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
+	h.crash("step.before_commit")
+	res, err := h.runs.CommitStep(ctx, run.StepCommit{
+		Run: r, StepNo: s.in.StepNo, Owner: s.owner, StartedAt: started,
+		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
+		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
+		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
+	})
+	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
+		return nil
+	}
+	if err != nil {
+		return s.release(ctx, err)
+	}
+	h.crash("step.after_commit")
+	final := map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
+		"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "message_final", "message_id": out.streamMessageID,
+		"db_message_id": res.MessageID, "step_no": s.in.StepNo, "tool_call_count": len(calls)}}
+	if _, err := h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom, final); err != nil {
+		h.log.Warn("append message_final", "run", r.ID, "error", err)
+	}
+	if res.Outcome == run.OutcomeTools {
+		return nil
+	}
+	return endStream(ctx, h.stream, h.runs.Pool(), res.Run, h.log)
+}
+
+// toolCalls gives every call a run-unique id: providers may repeat ids across
+// turns or send none; the id is only a correlation key, so renaming is safe.
+func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewToolCall, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	used, err := run.ToolCallIDs(ctx, s.h.runs.Pool(), s.r.ID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]run.NewToolCall, 0, len(calls))
+	for i, c := range calls {
+		id := c.ID
+		if id == "" || used[id] || len(id) > 200 {
+			id = fmt.Sprintf("call_%d_%d_%s", s.in.StepNo, i, nonce())
+		}
+		used[id] = true
+		out = append(out, run.NewToolCall{ID: id, Name: c.Name, Arguments: c.Arguments})
+	}
+	return out, nil
+}
+
+// finish ends the run at this step boundary (as the lease holder) and writes
+// the stream's final events.
+func (s *step) finish(ctx context.Context, f run.Finish) error {
+	f.Owner = &s.owner
+	r, changed, err := s.h.runs.Finish(ctx, s.r.ID, f)
+	if err != nil {
+		return s.release(ctx, err)
+	}
+	if !changed {
+		return nil
+	}
+	return endStream(ctx, s.h.stream, s.h.runs.Pool(), r, s.h.log)
+}
+
+// release gives the lease back after an infrastructure error so that the
+// retried delivery can claim the step at once, and asks for that retry.
+func (s *step) release(ctx context.Context, cause error) error {
+	if err := s.h.runs.Release(context.WithoutCancel(ctx), s.r.ID, s.owner); err != nil {
+		s.h.log.Warn("release lease", "run", s.r.ID, "error", err)
+	}
+	return cause
+}

@@ -1,0 +1,131 @@
+// Package dispatcher is the handler of the dispatcher function. On
+// run.finished it makes sure the run's stream carries its closing events and
+// dispatches the thread's next queued request. On a schedule (sweep) it
+// republishes unacknowledged outbox rows, re-drives runs whose worker died,
+// ends cancel-requested runs nobody works on, and dispatches ready queues
+// whose run.finished event was lost.
+//
+// Every action is idempotent: duplicate and out-of-order deliveries are safe.
+//
+// Imported by: functions/dispatcher (main), infra/local, tests.
+// May import: events, shared/*.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/queue"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+)
+
+// Queue dispatches a thread's next request.
+type Queue interface {
+	DispatchNext(ctx context.Context, uid, agentSlug, threadID string) (string, error)
+}
+
+// Outbox republishes unacknowledged rows.
+type Outbox interface {
+	Sweep(ctx context.Context) (int, error)
+}
+
+// Config tunes the sweeps.
+type Config struct {
+	Sweep run.SweepConfig
+	// QueueGrace: queued requests older than this with no active run are dispatched by the sweep.
+	QueueGrace time.Duration
+	Crash      func(point string)
+}
+
+// Handler handles run.finished and sweep events.
+type Handler struct {
+	runs   *run.Store
+	queue  Queue
+	outbox Outbox
+	stream run.OnceAppender
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns the handler.
+func New(runs *run.Store, q Queue, ob Outbox, stream run.OnceAppender, cfg Config, log *slog.Logger) *Handler {
+	if cfg.QueueGrace <= 0 {
+		cfg.QueueGrace = 30 * time.Second
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{runs: runs, queue: q, outbox: ob, stream: stream, cfg: cfg, log: log}
+}
+
+// Register adds the handlers to a function router; a Knative PingSource tick
+// counts as a sweep request.
+func (h *Handler) Register(r *faas.Router) {
+	faas.On(r, h.RunFinished)
+	faas.On(r, h.Sweep)
+	faas.OnType(r, events.TypeKnativePing, h.Sweep)
+}
+
+// RunFinished closes the run's stream and dispatches the next request.
+func (h *Handler) RunFinished(ctx context.Context, in events.RunFinished) error {
+	r, err := run.Load(ctx, h.runs.Pool(), in.RunID)
+	if errors.Is(err, run.ErrNotFound) {
+		return faas.Permanent(err)
+	}
+	if err != nil {
+		return err
+	}
+	if !run.IsTerminal(r.Status) {
+		return faas.Permanent(errors.New("run.finished for a run that is not terminal"))
+	}
+	if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), r); err != nil {
+		return err
+	}
+	if h.cfg.Crash != nil {
+		h.cfg.Crash("dispatch.before_next")
+	}
+	_, err = h.queue.DispatchNext(ctx, r.UID, r.AgentSlug, r.ThreadID)
+	return err
+}
+
+// Sweep runs the recovery sweeps once.
+func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
+	var errs []error
+	if h.outbox != nil {
+		if n, err := h.outbox.Sweep(ctx); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			h.log.Info("sweep republished outbox rows", "count", n)
+		}
+	}
+	recs, err := h.runs.RecoverStuck(ctx, h.cfg.Sweep)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, rec := range recs {
+		h.log.Info("sweep recovered run", "run", rec.RunID, "action", rec.Action)
+		if rec.Action == "cancelled" || rec.Action == "failed" {
+			if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), rec.Run); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	ready, err := h.runs.ReadyQueues(ctx, h.cfg.QueueGrace, 100)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, k := range ready {
+		if id, err := h.queue.DispatchNext(ctx, k[0], k[1], k[2]); err != nil {
+			errs = append(errs, err)
+		} else if id != "" {
+			h.log.Info("sweep dispatched a waiting request", "thread", k[2], "run", id)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var _ Queue = (*queue.Service)(nil)

@@ -1,0 +1,188 @@
+// Package toolinvoke is the handler of the tool-invoke function: it runs
+// exactly one tool call per invocation, records its result, and — when it is
+// the last call of its step to finish — readies the next step (or ends the
+// run as interrupted when a call waits for the user). The fan-in is a counter
+// decremented in the same transaction as the result, so exactly one call
+// readies the next step however the calls interleave.
+//
+// Delivery is at-least-once: a call already recorded is not run again. A call
+// whose tool ran but whose result was not recorded (crash) runs again; the
+// tool call id is the idempotency key tools with side effects use.
+//
+// Imported by: functions/tool-invoke (main), infra/local, tests.
+// May import: events, shared/*.
+package toolinvoke
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+)
+
+// Tools finds registered tools.
+type Tools interface {
+	Get(name string) (tool.Tool, bool)
+}
+
+// Stream is the run event stream.
+type Stream interface {
+	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
+	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
+}
+
+// Config tunes the handler.
+type Config struct {
+	Timeout   time.Duration // per tool call (default 5 min)
+	MaxOutput int           // bytes of output kept (default 256 KiB)
+	Crash     func(point string)
+}
+
+// Handler handles io.yuxi.tool.call.requested.v1.
+type Handler struct {
+	runs   *run.Store
+	tools  Tools
+	stream Stream
+	cfg    Config
+	log    *slog.Logger
+}
+
+// New returns the handler.
+func New(runs *run.Store, tools Tools, stream Stream, cfg Config, log *slog.Logger) *Handler {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Minute
+	}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = 256 << 10
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{runs: runs, tools: tools, stream: stream, cfg: cfg, log: log}
+}
+
+// Register adds the handler to a function router.
+func (h *Handler) Register(r *faas.Router) { faas.On(r, h.Handle) }
+
+func (h *Handler) crash(point string) {
+	if h.cfg.Crash != nil {
+		h.cfg.Crash(point)
+	}
+}
+
+// Handle runs one tool call.
+func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error {
+	pool := h.runs.Pool()
+	tc, err := run.GetToolCall(ctx, pool, in.RunID, in.ToolCallID)
+	if errors.Is(err, run.ErrToolCallNotFound) {
+		return faas.Permanent(fmt.Errorf("unknown tool call %s of run %s", in.ToolCallID, in.RunID))
+	}
+	if err != nil {
+		return err
+	}
+	if tc.Status != "pending" {
+		return nil // already recorded
+	}
+	r, err := run.Load(ctx, pool, in.RunID)
+	if err != nil {
+		return err
+	}
+	if run.IsTerminal(r.Status) {
+		return nil // the run ended (e.g. cancelled): nothing waits for this call
+	}
+	var res tool.Result
+	if r.Status == run.StatusCancelRequested {
+		return h.record(ctx, r, tc, run.ToolResult{Status: "cancelled"}, tool.Result{})
+	}
+	h.toolEvent(ctx, r, tc, "tool-started", nil)
+	res, err = h.invoke(ctx, r, tc)
+	if err != nil {
+		return err // infrastructure failure: retried
+	}
+	out := run.ToolResult{Status: "success", Output: truncate(res.Output, h.cfg.MaxOutput)}
+	switch {
+	case res.Interrupt != nil:
+		payload, _ := json.Marshal(res.Interrupt.Payload)
+		out = run.ToolResult{Status: "interrupted", Output: string(payload), InterruptType: res.Interrupt.Kind, InterruptMessage: res.Interrupt.Message}
+	case res.IsError:
+		out.Status, out.Error = "error", truncate(res.Output, 4000)
+	}
+	return h.record(ctx, r, tc, out, res)
+}
+
+func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.Result, error) {
+	t, ok := h.tools.Get(tc.Name)
+	if !ok {
+		return tool.Errorf(fmt.Sprintf("unknown tool %q", tc.Name)), nil
+	}
+	// Authorization at the point of effect: the run's frozen tool selection.
+	if spec := t.Spec(); !spec.Base && len(r.Payload.Context.Tools) > 0 && !slices.Contains(r.Payload.Context.Tools, tc.Name) {
+		return tool.Errorf(fmt.Sprintf("tool %q is not enabled for this agent", tc.Name)), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	res, err := t.Invoke(ctx, tool.Call{RunID: r.ID, ToolCallID: tc.ToolCallID, StepNo: tc.StepNo, ThreadID: r.ThreadID,
+		UID: r.UID, AgentSlug: r.AgentSlug, Arguments: tc.Input})
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return tool.Errorf(fmt.Sprintf("tool %q timed out after %s", tc.Name, h.cfg.Timeout)), nil
+	}
+	return res, err
+}
+
+func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
+	out.RunID, out.ToolCallID = r.ID, tc.ToolCallID
+	h.crash("tool.before_complete")
+	fan, err := h.runs.CompleteToolCall(ctx, out)
+	if err != nil {
+		return err
+	}
+	h.crash("tool.after_complete")
+	if fan.Duplicate {
+		return nil
+	}
+	if out.Status != "cancelled" {
+		data := map[string]any{"output": out.Output}
+		if out.Status == "error" {
+			data = map[string]any{"error": out.Error}
+		}
+		if out.Status == "interrupted" {
+			data = map[string]any{"interrupt": out.InterruptType}
+		}
+		h.toolEvent(ctx, r, tc, "tool-finished", data)
+	}
+	if fan.Interrupted {
+		if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), fan.Run); err != nil {
+			h.log.Warn("append end events", "run", r.ID, "error", err)
+		}
+	}
+	return nil
+}
+
+func (h *Handler) toolEvent(ctx context.Context, r run.Run, tc run.ToolCall, kind string, extra map[string]any) {
+	data := map[string]any{"event": kind, "tool_call_id": tc.ToolCallID, "tool_name": tc.Name}
+	for k, v := range extra {
+		data[k] = v
+	}
+	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "stream_event",
+		"event": map[string]any{"method": "tools", "namespace": "", "data": data, "thread_id": r.ThreadID}}
+	if _, err := h.stream.Append(context.WithoutCancel(ctx), r.ID, r.ThreadID, runstream.EventCustom,
+		map[string]any{"name": "yuxi.stream_event", "chunk": chunk}); err != nil {
+		h.log.Warn("append tool event", "run", r.ID, "error", err)
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "\n…[output truncated]"
+}

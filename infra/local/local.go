@@ -1,0 +1,168 @@
+// Package local is the all-in-one process behind `make run`: it hosts every
+// function (intake, dispatcher, agent-step, tool-invoke) in one process, wires
+// them with the in-process event bus (the same routing Knative Triggers give),
+// runs the outbox relay and the dispatcher's sweep on a timer, and serves the
+// API on PORT (default 5050). It needs only PostgreSQL and Redis.
+//
+// Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
+// May import: functions/*/<handler package>, shared/*, events.
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
+	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
+	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+)
+
+// Platform is the running all-in-one process.
+type Platform struct {
+	App     *bootstrap.App
+	Handler http.Handler
+	// Routers are the event functions' routers (dispatcher, agent-step, tool-invoke).
+	Routers []*faas.Router
+	sweep   *dispatcher.Handler
+}
+
+// Models can replace the model registry (benchmarks use an in-process model).
+type Models interface {
+	agentstep.Models
+}
+
+// Option customises a Platform.
+type Option func(*options)
+
+type options struct{ models Models }
+
+// WithModels replaces the model registry for agent steps.
+func WithModels(m Models) Option { return func(o *options) { o.models = m } }
+
+// New opens the platform.
+func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, error) {
+	var o options
+	for _, f := range opts {
+		f(&o)
+	}
+	bus := &lazyBus{}
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus})
+	if err != nil {
+		return nil, err
+	}
+	authSvc, err := app.Auth(ctx)
+	if err != nil {
+		app.Close()
+		return nil, err
+	}
+	crash := cfg.Crasher()
+	var models Models = app.Models
+	if o.models != nil {
+		models = o.models
+	}
+	step := agentstep.New(app.Runs, models, app.Tools, app.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, app.Log)
+	tools := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, app.Log)
+	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream, dispatcher.Config{
+		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash}, app.Log)
+
+	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
+	step.Register(stepRouter)
+	tools.Register(toolRouter)
+	disp.Register(dispRouter)
+	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter))
+
+	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
+		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log, MaxBodyBytes: cfg.MaxBodyBytes,
+		SSEHeartbeat: cfg.SSEHeartbeat})
+	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter}, sweep: disp}, nil
+}
+
+// Run serves until ctx ends: the API on addr, the relay, the stream hub and
+// the sweep timer (which also runs once at start, so work left by a crashed
+// process resumes). ready is called once the listener is bound.
+func (p *Platform) Run(ctx context.Context, addr string, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	wg.Add(3)
+	go func() { defer wg.Done(); errs <- p.App.Relay.Run(ctx) }()
+	go func() { defer wg.Done(); errs <- ignoreCanceled(p.App.Hub.Run(ctx)) }()
+	go func() { defer wg.Done(); p.sweepLoop(ctx) }()
+
+	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		defer c()
+		_ = srv.Shutdown(sctx)
+	}()
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	err = srv.Serve(ln)
+	cancel()
+	wg.Wait()
+	p.App.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+func (p *Platform) sweepLoop(ctx context.Context) {
+	t := time.NewTicker(p.App.Config.SweepInterval)
+	defer t.Stop()
+	for {
+		if err := p.sweep.Sweep(ctx, events.SweepRequested{Reason: "schedule"}); err != nil && ctx.Err() == nil {
+			p.App.Log.Warn("sweep", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func ignoreCanceled(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// lazyBus lets the relay be built before the routers it delivers to.
+type lazyBus struct {
+	mu  sync.RWMutex
+	bus *outbox.LocalBus
+}
+
+func (l *lazyBus) set(b *outbox.LocalBus) { l.mu.Lock(); l.bus = b; l.mu.Unlock() }
+
+func (l *lazyBus) Publish(ctx context.Context, ev cloudevents.Event) error {
+	l.mu.RLock()
+	b := l.bus
+	l.mu.RUnlock()
+	if b == nil {
+		return fmt.Errorf("event bus not ready")
+	}
+	return b.Publish(ctx, ev)
+}

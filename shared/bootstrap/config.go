@@ -1,0 +1,167 @@
+// Package bootstrap turns configuration into the clients and services a
+// function needs: the Postgres pool (migrated), Redis, the run stream writer
+// and hub, the outbox and its relay, the domain stores, the model registry and
+// the tool registry. Function mains and the local runner call Load with their
+// getenv and Open with the result; nothing else reads the environment.
+//
+// Imported by: function mains, infra/local, tests and benchmarks.
+// May import: shared/* and the standard library.
+package bootstrap
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Config is everything a process needs, read once at start.
+type Config struct {
+	DatabaseURL string // DATABASE_URL
+	RedisURL    string // REDIS_URL
+	RedisPrefix string // YUXI_REDIS_PREFIX (default "yuxi:")
+	Port        string // PORT
+	// Sink is K_SINK: where events are published over CloudEvents HTTP
+	// (a Knative Broker). Empty in the all-in-one local process (in-process bus).
+	Sink string
+	// Runtime: http | lambda | gcf (see faas.DetectRuntime).
+	Runtime string
+
+	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
+	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
+
+	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
+
+	StepLease      time.Duration // YUXI_STEP_LEASE (default 60s)
+	OutboxClaim    time.Duration // YUXI_OUTBOX_CLAIM (default 30s)
+	SweepInterval  time.Duration // YUXI_SWEEP_INTERVAL (default 10s; local runner only)
+	SweepStale     time.Duration // YUXI_SWEEP_STALE (default 10m)
+	ToolTimeout    time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
+	SSEHeartbeat   time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
+	MaxBodyBytes   int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
+	WorkerID       string        // YUXI_WORKER_ID (default: host-pid-random)
+	LogLevel       string        // LOG_LEVEL: debug | info | warn | error
+	CreateDatabase bool          // YUXI_CREATE_DATABASE: create DATABASE_URL's database when missing (local runs)
+
+	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
+	// n-th time it reaches the named point. For crash tests only.
+	CrashAt string
+}
+
+// Load reads the configuration through getenv and validates it.
+func Load(getenv func(string) string, environ []string, defaultPort string) (Config, error) {
+	c := Config{
+		DatabaseURL:    or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
+		RedisURL:       or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:    or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
+		Port:           or(getenv("PORT"), defaultPort),
+		Sink:           getenv("K_SINK"),
+		Runtime:        getenv("YUXI_RUNTIME"),
+		JWTSecret:      getenv("YUXI_JWT_SECRET"),
+		APIKeySecret:   getenv("YUXI_API_KEY_SECRET"),
+		Environ:        environ,
+		WorkerID:       getenv("YUXI_WORKER_ID"),
+		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
+		CrashAt:        getenv("YUXI_CRASH_AT"),
+		CreateDatabase: getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+	}
+	var err error
+	durations := []struct {
+		env string
+		dst *time.Duration
+		def time.Duration
+	}{
+		{"YUXI_STEP_LEASE", &c.StepLease, 60 * time.Second},
+		{"YUXI_OUTBOX_CLAIM", &c.OutboxClaim, 30 * time.Second},
+		{"YUXI_SWEEP_INTERVAL", &c.SweepInterval, 10 * time.Second},
+		{"YUXI_SWEEP_STALE", &c.SweepStale, 10 * time.Minute},
+		{"YUXI_TOOL_TIMEOUT", &c.ToolTimeout, 5 * time.Minute},
+		{"YUXI_SSE_HEARTBEAT", &c.SSEHeartbeat, 15 * time.Second},
+	}
+	for _, d := range durations {
+		*d.dst = d.def
+		if v := getenv(d.env); v != "" {
+			if *d.dst, err = time.ParseDuration(v); err != nil || *d.dst <= 0 {
+				return c, fmt.Errorf("%s=%q: want a positive duration such as 30s", d.env, v)
+			}
+		}
+	}
+	c.MaxBodyBytes = 1 << 20
+	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {
+		if c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); err != nil || c.MaxBodyBytes < 1024 {
+			return c, fmt.Errorf("YUXI_MAX_BODY_BYTES=%q: want an integer ≥ 1024", v)
+		}
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().UnixNano()%1_000_000)
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	if _, err := url.Parse(c.DatabaseURL); err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if !strings.HasPrefix(c.RedisURL, "redis://") && !strings.HasPrefix(c.RedisURL, "rediss://") {
+		return fmt.Errorf("REDIS_URL must start with redis:// or rediss://")
+	}
+	if c.Sink != "" {
+		u, err := url.Parse(c.Sink)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return fmt.Errorf("K_SINK=%q: want an http(s) URL", c.Sink)
+		}
+	}
+	for name, v := range map[string]string{"YUXI_JWT_SECRET": c.JWTSecret, "YUXI_API_KEY_SECRET": c.APIKeySecret} {
+		if v != "" && len(v) < 32 {
+			return fmt.Errorf("%s must be at least 32 bytes", name)
+		}
+	}
+	if (c.JWTSecret == "") != (c.APIKeySecret == "") {
+		return fmt.Errorf("set both YUXI_JWT_SECRET and YUXI_API_KEY_SECRET, or neither (then they are generated and stored)")
+	}
+	if c.JWTSecret != "" && c.JWTSecret == c.APIKeySecret {
+		return fmt.Errorf("YUXI_JWT_SECRET and YUXI_API_KEY_SECRET must differ")
+	}
+	if c.StepLease < 3*time.Millisecond {
+		return fmt.Errorf("YUXI_STEP_LEASE is too short")
+	}
+	return nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// Crasher returns the failpoint hook for CrashAt (nil when unset): it kills
+// the process with SIGKILL — no deferred function runs, no buffer is flushed —
+// the n-th time the named point is reached.
+func (c Config) Crasher() func(point string) {
+	if c.CrashAt == "" {
+		return nil
+	}
+	name, nth := c.CrashAt, 1
+	if i := strings.LastIndex(c.CrashAt, ":"); i > 0 {
+		if n, err := strconv.Atoi(c.CrashAt[i+1:]); err == nil && n > 0 {
+			name, nth = c.CrashAt[:i], n
+		}
+	}
+	var hits atomic.Int32
+	return func(point string) {
+		if point != name {
+			return
+		}
+		if n := hits.Add(1); int(n) == nth {
+			fmt.Fprintf(os.Stderr, "crash point %s reached (hit %d): SIGKILL\n", point, nth)
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // never continue past a crash point
+		}
+	}
+}
