@@ -187,3 +187,11 @@ func ensureDatabase(ctx context.Context, dbURL string) error {
 	}
 	return nil
 }
+
+// Ready returns the OnReady hook of a function main: it prints one line that
+// humans, tests and the cold-start benchmark wait for.
+func Ready(function string) func(addr string) {
+	return func(addr string) {
+		fmt.Fprintf(os.Stderr, "%s: ready on %s\n", function, addr)
+	}
+}

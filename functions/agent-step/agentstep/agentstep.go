@@ -56,7 +56,7 @@ type Config struct {
 	Lease      time.Duration // step lease (default 60s); renewed every Lease/3 while the model streams
 	FlushEvery time.Duration // token batching interval (default 100ms)
 	// Crash, when set, is called at named points; tests use it to kill the
-	// process at exact moments (see docs/durability.md).
+	// process at exact moments (see the README, "Durability").
 	Crash        func(point string)
 	RetryBackoff time.Duration // first model retry delay (default 500ms)
 }

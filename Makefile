@@ -1,0 +1,46 @@
+# Yuxi Serverless — developer entry points. `make help` lists them.
+SHELL := /usr/bin/env bash
+GO ?= go
+GOBIN ?= $(shell $(GO) env GOPATH)/bin
+PORT ?= 5050
+FUNCTIONS := intake dispatcher agent-step tool-invoke
+RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets
+	@grep -E '^[a-z][a-z-]*:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+.PHONY: services
+services: ## Start PostgreSQL and Redis when installed but not running
+	@infra/local/services.sh
+
+.PHONY: tools
+tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
+	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
+		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
+
+.PHONY: run
+run: services ## Run the whole platform in one process on PORT (default 5050)
+	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
+
+.PHONY: test
+test: services tools ## Run every test against real PostgreSQL and Redis (what CI runs)
+	PATH="$(GOBIN):$$PATH" $(GO) test -count=1 -timeout 15m ./...
+
+.PHONY: bench
+bench: services ## Measure step overhead, intake latency, SSE delivery and cold start as ratios vs floors
+	$(GO) run ./tests/bench
+
+.PHONY: lint
+lint: ## go vet, gofmt, and the architecture rules (function isolation, events imports)
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) test -count=1 ./tests/manifests/
+
+.PHONY: build
+build: ## Build every function binary and the all-in-one runner into bin/
+	@mkdir -p bin
+	@for f in $(FUNCTIONS); do $(GO) build -o bin/$$f ./functions/$$f || exit 1; done
+	$(GO) build -o bin/yuxi ./infra/local/cmd/yuxi

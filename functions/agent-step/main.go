@@ -1,0 +1,43 @@
+// Command agent-step runs one model turn of a run per io.yuxi.agent.step.ready.v1
+// event, as a CloudEvents HTTP receiver (Knative, Cloud Run), a Lambda or a
+// Cloud Run function (see shared/faas).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Environ()); err != nil {
+		fmt.Fprintln(os.Stderr, "agent-step:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, environ []string) error {
+	cfg, err := bootstrap.Load(getenv, environ, "8080")
+	if err != nil {
+		return err
+	}
+	rt := faas.DetectRuntime(getenv)
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "agent-step", Sync: rt != faas.RuntimeHTTP})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	router := app.Router("agent-step")
+	agentstep.New(app.Runs, app.Models, app.Tools, app.Stream,
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, app.Log).Register(router)
+	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
+}

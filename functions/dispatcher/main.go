@@ -1,0 +1,44 @@
+// Command dispatcher handles io.yuxi.run.finished.v1 (close the run's stream,
+// dispatch the thread's next request) and scheduled sweeps
+// (io.yuxi.dispatcher.sweep.requested.v1 or a Knative PingSource tick).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	runs "github.com/yuxi-serverless/yuxi/shared/run"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Environ()); err != nil {
+		fmt.Fprintln(os.Stderr, "dispatcher:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, environ []string) error {
+	cfg, err := bootstrap.Load(getenv, environ, "8080")
+	if err != nil {
+		return err
+	}
+	rt := faas.DetectRuntime(getenv)
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "dispatcher", Sync: rt != faas.RuntimeHTTP})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	router := app.Router("dispatcher")
+	dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream,
+		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher()}, app.Log).Register(router)
+	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("dispatcher")})
+}

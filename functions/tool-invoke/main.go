@@ -1,0 +1,41 @@
+// Command tool-invoke runs exactly one tool call per
+// io.yuxi.tool.call.requested.v1 event (see shared/faas for the runtimes).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Getenv, os.Environ()); err != nil {
+		fmt.Fprintln(os.Stderr, "tool-invoke:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, getenv func(string) string, environ []string) error {
+	cfg, err := bootstrap.Load(getenv, environ, "8080")
+	if err != nil {
+		return err
+	}
+	rt := faas.DetectRuntime(getenv)
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "tool-invoke", Sync: rt != faas.RuntimeHTTP})
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	router := app.Router("tool-invoke")
+	toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher()}, app.Log).Register(router)
+	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("tool-invoke")})
+}
