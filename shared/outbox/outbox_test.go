@@ -1,0 +1,251 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
+)
+
+// flaky is a publisher whose behaviour per event id a test controls.
+type flaky struct {
+	mu        sync.Mutex
+	failAll   error
+	fail      map[string]error
+	delivered map[string]int
+	ch        chan string
+}
+
+func newFlaky() *flaky {
+	return &flaky{fail: map[string]error{}, delivered: map[string]int{}, ch: make(chan string, 100)}
+}
+
+func (f *flaky) Publish(ctx context.Context, ev cloudevents.Event) error {
+	f.mu.Lock()
+	err := f.fail[ev.ID()]
+	if f.failAll != nil {
+		err = f.failAll
+	}
+	f.delivered[ev.ID()]++
+	f.mu.Unlock()
+	f.ch <- ev.ID()
+	return err
+}
+
+func (f *flaky) count(id string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.delivered[id]
+}
+
+func start(t *testing.T, pool *pgxpool.Pool, pub outbox.Publisher, claim time.Duration) *outbox.Outbox {
+	t.Helper()
+	relay := outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: claim, AckInterval: time.Millisecond, RetryBackoff: 5 * time.Millisecond}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = relay.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; relay.Wait() })
+	return &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("test"), Claim: claim}, Relay: relay}
+}
+
+func published(t *testing.T, pool *pgxpool.Pool) (total, done int) {
+	t.Helper()
+	if err := pool.QueryRow(context.Background(), `SELECT count(*), count(published_at) FROM outbox`).Scan(&total, &done); err != nil {
+		t.Fatal(err)
+	}
+	return
+}
+
+func waitPublished(t *testing.T, pool *pgxpool.Pool, want int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, done := published(t, pool); done == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			_, done := published(t, pool)
+			t.Fatalf("published rows: %d, want %d", done, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRolledBackEventsAreNeverPublished(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	pub := newFlaky()
+	ob := start(t, pool, pub, time.Second)
+	boom := errors.New("business rule failed")
+	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		if err := emit(outbox.Pending{Payload: events.SweepRequested{Reason: "x"}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatal(err)
+	}
+	if total, _ := published(t, pool); total != 0 {
+		t.Fatalf("rolled back event stored: %d rows", total)
+	}
+	select {
+	case id := <-pub.ch:
+		t.Fatalf("rolled back event %s was published", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestCommittedEventsArePublishedAndAcknowledged(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	pub := newFlaky()
+	ob := start(t, pool, pub, time.Second)
+	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return emit(
+			outbox.Pending{Payload: events.StepReady{RunID: "r", ThreadID: "t", StepNo: 1}, DedupeKey: "step:r:1"},
+			outbox.Pending{Payload: events.StepReady{RunID: "r", ThreadID: "t", StepNo: 1}, DedupeKey: "step:r:1"}, // duplicate: skipped
+			outbox.Pending{Payload: events.SweepRequested{}},
+		)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, pool, 2)
+	var ext []byte
+	if err := pool.QueryRow(context.Background(), `SELECT extensions FROM outbox WHERE type = $1`, events.TypeStepReady).Scan(&ext); err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(ext, &m); err != nil || m["runid"] != "r" || m["threadid"] != "t" || !strings.HasPrefix(m["traceparent"], "00-") {
+		t.Errorf("extensions: %s", ext)
+	}
+}
+
+func TestUnacknowledgedRowsAreRepublishedBySweepAfterClaimExpires(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	pub := newFlaky()
+	pub.failAll = errors.New("broker down")
+	ob := start(t, pool, pub, 300*time.Millisecond)
+	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return emit(outbox.Pending{Payload: events.SweepRequested{Reason: "first"}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fast path tries three times, then leaves the row to the sweep.
+	for i := 0; i < 3; i++ {
+		<-pub.ch
+	}
+	// While the writer's claim lasts, a sweep must not take the row.
+	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 0 {
+		t.Fatalf("sweep took a claimed row: %d %v", n, err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	n, err := ob.Relay.Sweep(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("sweep after claim expiry: %d %v", n, err)
+	}
+	for i := 0; i < 3; i++ {
+		<-pub.ch
+	}
+	if _, done := published(t, pool); done != 0 {
+		t.Fatal("a failing publication was acknowledged")
+	}
+	pub.mu.Lock()
+	pub.failAll = nil
+	pub.mu.Unlock()
+	time.Sleep(350 * time.Millisecond)
+	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 1 {
+		t.Fatalf("second sweep: %d %v", n, err)
+	}
+	waitPublished(t, pool, 1)
+	var attempts int
+	var lastErr *string
+	_ = pool.QueryRow(context.Background(), `SELECT attempts, last_error FROM outbox`).Scan(&attempts, &lastErr)
+	if attempts != 2 || lastErr == nil || *lastErr != "broker down" {
+		t.Errorf("sweep attempts %d, last error %v", attempts, lastErr)
+	}
+}
+
+func TestPermanentFailuresAreAcknowledgedNotRetried(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	pub := newFlaky()
+	ob := start(t, pool, outbox.PublisherFunc(func(ctx context.Context, ev cloudevents.Event) error {
+		_ = pub.Publish(ctx, ev)
+		return faas.Permanent(errors.New("rejected by the sink"))
+	}), time.Second)
+	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return emit(outbox.Pending{Payload: events.SweepRequested{}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, pool, 1)
+	var id string
+	_ = pool.QueryRow(context.Background(), `SELECT event_id FROM outbox`).Scan(&id)
+	if c := pub.count(id); c != 1 {
+		t.Errorf("permanent failure delivered %d times", c)
+	}
+}
+
+func TestLocalBusRoutesByTypeAndRecordsMalformedEvents(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	store := outbox.FailureStore{Pool: pool}
+	var got []int
+	var mu sync.Mutex
+	r := faas.NewRouter("agent-step", store, nil)
+	faas.On(r, func(ctx context.Context, in events.StepReady) error {
+		mu.Lock()
+		got = append(got, in.StepNo)
+		mu.Unlock()
+		if in.StepNo == 9 {
+			return errors.New("transient")
+		}
+		return nil
+	})
+	bus := outbox.NewLocalBus(r)
+	ev, _ := events.New("/test", "e1", events.StepReady{RunID: "r", ThreadID: "t", StepNo: 2}, "")
+	if err := bus.Publish(context.Background(), ev); err != nil {
+		t.Fatal(err)
+	}
+	retry, _ := events.New("/test", "e2", events.StepReady{RunID: "r", ThreadID: "t", StepNo: 9}, "")
+	if err := bus.Publish(context.Background(), retry); err == nil || faas.IsPermanent(err) {
+		t.Errorf("transient handler error must ask for a retry: %v", err)
+	}
+	other, _ := events.New("/test", "e3", events.SweepRequested{}, "")
+	if err := bus.Publish(context.Background(), other); !faas.IsPermanent(err) {
+		t.Errorf("an event nobody handles must fail permanently: %v", err)
+	}
+	bad := cloudevents.NewEvent()
+	bad.SetID("e4")
+	bad.SetSource("/test")
+	bad.SetType(events.TypeStepReady)
+	_ = bad.SetData(cloudevents.ApplicationJSON, map[string]any{"run_id": "r"}) // misses fields
+	if err := bus.Publish(context.Background(), bad); err != nil {
+		t.Errorf("a malformed event is acknowledged (never retried): %v", err)
+	}
+	var failures int
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM event_failures WHERE event_id = 'e4'`).Scan(&failures)
+	if failures != 1 {
+		t.Errorf("malformed event not recorded: %d", failures)
+	}
+	if len(got) != 2 {
+		t.Errorf("handler calls: %v", got)
+	}
+}
