@@ -62,7 +62,7 @@ func NewDatabase(t testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		t.Fatalf("prepare template database: %v", err)
 	}
-	name := "yuxi_test_" + randomHex(8)
+	name := fmt.Sprintf("yuxi_test_%d_%s", time.Now().Unix(), randomHex(6))
 	for i := 0; ; i++ {
 		_, err = admin.Exec(ctx, fmt.Sprintf(`CREATE DATABASE %s TEMPLATE %s`, name, tmpl))
 		if err == nil {
@@ -105,6 +105,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return "", err
 	}
+	dropLeftovers(ctx, admin, name)
 	if exists {
 		return name, nil
 	}
@@ -149,4 +150,35 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// dropLeftovers removes databases that killed test processes could not drop:
+// test databases older than two hours and templates of older schemas.
+func dropLeftovers(ctx context.Context, admin *pgx.Conn, currentTemplate string) {
+	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'yuxi_test_%' OR datname LIKE 'yuxi_tmpl_%'`)
+	if err != nil {
+		return
+	}
+	var stale []string
+	cutoff := time.Now().Add(-2 * time.Hour).Unix()
+	for rows.Next() {
+		var n string
+		if rows.Scan(&n) != nil {
+			continue
+		}
+		if strings.HasPrefix(n, "yuxi_tmpl_") {
+			if n != currentTemplate && !strings.HasSuffix(n, "_build") {
+				stale = append(stale, n)
+			}
+			continue
+		}
+		var ts int64
+		if _, err := fmt.Sscanf(strings.TrimPrefix(n, "yuxi_test_"), "%d_", &ts); err == nil && ts > 0 && ts < cutoff {
+			stale = append(stale, n)
+		}
+	}
+	rows.Close()
+	for _, n := range stale {
+		_, _ = admin.Exec(ctx, fmt.Sprintf(`DROP DATABASE IF EXISTS %s WITH (FORCE)`, n))
+	}
 }
