@@ -1,7 +1,9 @@
 // Package access resolves what a user may do with a shared resource (agent,
 // knowledge base, skill) from its creator and its share_config (version 2):
 // {version:2, read_scope:{access_level: global|department|user, department_ids[], user_uids[]},
-//  manage_scope:{…}|null}. Superadmins and creators manage; others get what the
+//
+//	manage_scope:{…}|null}. Superadmins and creators manage; others get what the
+//
 // scopes grant, capped by a role ceiling. A resource without share_config is
 // readable by everyone (built-in resources).
 //

@@ -115,7 +115,11 @@ func (s *Store) Default(ctx context.Context, sub access.Subject) (Agent, error) 
 	if err != nil {
 		return Agent{}, err
 	}
-	a.Permission = level(sub, a).String()
+	l := level(sub, a)
+	if l == access.None {
+		return Agent{}, ErrNotFound // a default the caller may not see is no default for them
+	}
+	a.Permission = l.String()
 	return a, nil
 }
 
@@ -333,9 +337,19 @@ func (s *Store) Delete(ctx context.Context, sub access.Subject, slug string) err
 	})
 }
 
+// setDefaultLockKey is the transaction-scoped advisory lock that serializes
+// SetDefault calls.
+const setDefaultLockKey = 0x59756466 // "Yudf"
+
 // SetDefault makes slug the default agent (admin only, checked by the caller).
+// Concurrent calls are serialized: without that, each would clear the old
+// default and then collide on uq_agents_default (or deadlock); with it, the
+// last one wins and every call succeeds.
 func (s *Store) SetDefault(ctx context.Context, slug string) error {
 	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, setDefaultLockKey); err != nil {
+			return err
+		}
 		var exists bool
 		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agents WHERE slug = $1)`, slug).Scan(&exists); err != nil {
 			return err

@@ -26,6 +26,9 @@ import (
 // ErrNotFound is returned for unknown, deleted and other users' threads.
 var ErrNotFound = failure.NotFound("thread_not_found", "thread not found")
 
+// errRequestIDConflict: the request_id already created a thread for another agent.
+var errRequestIDConflict = failure.Conflict("request_id_conflict", "request_id was used for another thread")
+
 // Thread is a conversation as the API shows it (ThreadResponse).
 type Thread struct {
 	ID             string          `json:"id"`
@@ -98,7 +101,7 @@ func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread,
 	if in.RequestID != nil {
 		if t, err := s.byRequest(ctx, uid, *in.RequestID); err == nil {
 			if t.AgentID != in.AgentID {
-				return Thread{}, failure.Conflict("request_id_conflict", "request_id was used for another thread")
+				return Thread{}, errRequestIDConflict
 			}
 			return t, nil
 		}
@@ -107,7 +110,13 @@ func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread,
 	_, err := s.pool.Exec(ctx, `INSERT INTO conversations (thread_id, creation_request_id, uid, agent_id, title, extra_metadata)
 		VALUES ($1, $2, $3, $4, $5, $6)`, id, in.RequestID, uid, in.AgentID, title, meta)
 	if postgres.IsUniqueViolation(err, "conversations_uid_creation_request_id_key") && in.RequestID != nil {
-		return s.byRequest(ctx, uid, *in.RequestID) // a concurrent identical create won
+		// A concurrent create with this request_id won: answer its thread as a
+		// replay, or a conflict when it was for another agent.
+		t, err := s.byRequest(ctx, uid, *in.RequestID)
+		if err == nil && t.AgentID != in.AgentID {
+			return Thread{}, errRequestIDConflict
+		}
+		return t, err
 	}
 	if err != nil {
 		return Thread{}, fmt.Errorf("create thread: %w", err)

@@ -138,6 +138,12 @@ func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, p auth.Prin
 
 func (s *Server) setDefaultAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	slug := r.PathValue("agent_id")
+	// An admin may only make an agent it can see the default: check before
+	// the move, so that a 404 changes nothing.
+	if _, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), slug); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
 	if err := s.d.Agents.SetDefault(r.Context(), slug); err != nil {
 		writeError(w, s.log, err)
 		return
