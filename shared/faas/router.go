@@ -9,7 +9,8 @@
 // CloudEvents, have no handler, or whose data does not match the type's JSON
 // Schema are permanent failures: retrying cannot fix them.
 //
-// Imported by: function mains, the local runner, shared/outbox (local relay).
+// Imported by: function mains, the local runner, shared/outbox (local relay),
+// infra/devbroker (sender and retry classification).
 // May import: events, the CloudEvents SDK, aws-lambda-go, functions-framework-go,
 // the JSON Schema validator and the standard library.
 package faas
@@ -229,9 +230,11 @@ func compileSchema(eventType string) (*jsonschema.Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema %s: %w", eventType, err)
 	}
+	// An absolute resource URL keeps validation messages free of local paths.
+	url := "https://yuxi.io/events/" + eventType + ".json"
 	c := jsonschema.NewCompiler()
-	if err := c.AddResource(eventType+".json", doc); err != nil {
+	if err := c.AddResource(url, doc); err != nil {
 		return nil, err
 	}
-	return c.Compile(eventType + ".json")
+	return c.Compile(url)
 }
