@@ -1,0 +1,168 @@
+// Command bench is `make bench`: four figures of the platform's overhead,
+// each printed as `name: value (ratio vs floor)` where the floor is measured
+// in the same run, on the same machine and the same services, so that ratios
+// stay meaningful on noisy machines where absolute times do not. See
+// README.md for what each figure measures and how to read it.
+//
+// It needs PostgreSQL (YUXI_BENCH_DATABASE_URL, default the local trust-auth
+// server) and Redis (YUXI_BENCH_REDIS_URL, default local), creates a database
+// and a Redis key prefix of its own per figure and removes them afterwards.
+// It exits 0 when every figure ran, whether or not its target was met (the
+// bench is a report), and non-zero when it could not run.
+//
+// Imports function handler packages (as tests/ may) and shared/*.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Getenv, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// figures in report order.
+var figures = []struct {
+	id, name string
+	run      func(context.Context, *env, *report) error
+}{
+	{"1", "figure 1 (agent-step overhead)", figStep},
+	{"2", "figure 2 (intake under concurrency)", figIntake},
+	{"3", "figure 3 (SSE delivery and idle cost)", figSSE},
+	{"4", "figure 4 (cold start)", figColdStart},
+}
+
+func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	only := fs.String("only", "1,2,3,4", "comma-separated figures to run")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	selected := strings.Split(*only, ",")
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+
+	e, closeEnv, err := openEnv(ctx, or(getenv("YUXI_BENCH_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
+		or(getenv("YUXI_BENCH_REDIS_URL"), "redis://127.0.0.1:6379/0"), stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench cannot run:", err)
+		return 2
+	}
+	defer closeEnv()
+
+	rep := &report{w: stdout}
+	fmt.Fprintf(stdout, "yuxi bench — %s\n", e.describe(ctx))
+	fmt.Fprintln(stdout, "each result: name: value (ratio vs a floor measured in this run); absolute times are for orientation only")
+	start := time.Now()
+	for _, f := range figures {
+		if !slices.Contains(selected, f.id) {
+			continue
+		}
+		if err := f.run(ctx, e, rep); err != nil {
+			rep.fail(f.name, err)
+		}
+	}
+	rep.summary()
+	fmt.Fprintf(stderr, "bench: done in %s\n", time.Since(start).Round(time.Second))
+	if len(rep.failed) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// openEnv connects to the services and builds the binaries.
+func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*env, func(), error) {
+	admin, err := pgxpool.New(ctx, adminURL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
+	}
+	if err := admin.Ping(ctx); err != nil {
+		admin.Close()
+		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
+	}
+	ropt, err := redis.ParseURL(redisURL)
+	if err != nil {
+		admin.Close()
+		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
+	}
+	rdb := redis.NewClient(ropt)
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		admin.Close()
+		_ = rdb.Close()
+		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
+	}
+	e := &env{adminURL: adminURL, redisURL: redisURL, admin: admin, rdb: rdb, log: log}
+	dir, err := os.MkdirTemp("", "yuxi-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	closeAll := func() {
+		admin.Close()
+		_ = rdb.Close()
+		_ = os.RemoveAll(dir)
+	}
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	e.progress("building %s and the hello-world floor", strings.Join(functionNames, ", "))
+	if e.bins, err = buildBinaries(ctx, root, dir); err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	return e, closeAll, nil
+}
+
+// moduleRoot is the directory of the go.mod governing the working directory.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	mod := strings.TrimSpace(string(out))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("run the bench from inside the module (go run ./tests/bench)")
+	}
+	return filepath.Dir(mod), nil
+}
+
+// describe names the machine and the services the floors were measured on.
+func (e *env) describe(ctx context.Context) string {
+	var pg string
+	_ = e.admin.QueryRow(ctx, `SHOW server_version`).Scan(&pg)
+	rv := "?"
+	if info, err := e.rdb.Info(ctx, "server").Result(); err == nil {
+		for _, line := range strings.Split(info, "\n") {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+				rv = v
+			}
+		}
+	}
+	return fmt.Sprintf("%s %s/%s, %d CPUs, PostgreSQL %s, Redis %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), pg, rv)
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
