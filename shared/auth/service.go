@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -22,9 +23,23 @@ import (
 type Service struct {
 	pool *pgxpool.Pool
 	cfg  Config
-	// dummyHash is verified against when a login names no user, so that the
-	// response time does not reveal whether an account exists.
+	// dummy is verified against when a login names no user, so that the
+	// response time does not reveal whether an account exists. It is computed
+	// on first use: an argon2id hash costs tens of milliseconds and 19 MiB,
+	// which a cold start should not pay.
+	dummy     sync.Once
 	dummyHash string
+}
+
+// dummyPasswordHash returns the hash used for logins of unknown users.
+func (s *Service) dummyPasswordHash() string {
+	s.dummy.Do(func() {
+		b, err := randomBytes(24)
+		if err == nil {
+			s.dummyHash, _ = HashPassword(string(b))
+		}
+	})
+	return s.dummyHash
 }
 
 // NewService validates cfg (after defaults) and returns the service.
@@ -36,15 +51,7 @@ func NewService(pool *pgxpool.Pool, cfg Config) (*Service, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	dummy, err := randomBytes(24)
-	if err != nil {
-		return nil, err
-	}
-	dummyHash, err := HashPassword(string(dummy))
-	if err != nil {
-		return nil, err
-	}
-	return &Service{pool: pool, cfg: cfg, dummyHash: dummyHash}, nil
+	return &Service{pool: pool, cfg: cfg}, nil
 }
 
 func (s *Service) now() time.Time { return s.cfg.Now() }

@@ -213,7 +213,7 @@ func (s *Service) Login(ctx context.Context, login, password string) (TokenRespo
 		u, err = scanUser(tx.QueryRow(ctx, userSelect+`WHERE (u.uid = $1 OR u.phone_number = $1) AND NOT u.is_deleted
 			ORDER BY (u.uid = $1) DESC LIMIT 1 FOR UPDATE OF u`, login))
 		if errors.Is(err, pgx.ErrNoRows) {
-			_, _ = VerifyPassword(s.dummyHash, password) // same cost as a real check
+			_, _ = VerifyPassword(s.dummyPasswordHash(), password) // same cost as a real check
 			outcome = ErrInvalidCredentials
 			return nil
 		}

@@ -43,6 +43,7 @@ type Config struct {
 	ToolTimeout    time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
 	SSEHeartbeat   time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
 	MaxBodyBytes   int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
+	DBMaxConns     int32         // YUXI_DB_MAX_CONNS (default 20): the pool size of each process
 	WorkerID       string        // YUXI_WORKER_ID (default: host-pid-random)
 	LogLevel       string        // LOG_LEVEL: debug | info | warn | error
 	CreateDatabase bool          // YUXI_CREATE_DATABASE: create DATABASE_URL's database when missing (local runs)
@@ -89,6 +90,14 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 				return c, fmt.Errorf("%s=%q: want a positive duration such as 30s", d.env, v)
 			}
 		}
+	}
+	c.DBMaxConns = 20
+	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return c, fmt.Errorf("YUXI_DB_MAX_CONNS=%q: want an integer between 1 and 1000", v)
+		}
+		c.DBMaxConns = int32(n)
 	}
 	c.MaxBodyBytes = 1 << 20
 	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {

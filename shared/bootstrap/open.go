@@ -77,7 +77,7 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 			return nil, err
 		}
 	}
-	pool, err := postgres.Open(ctx, cfg.DatabaseURL, 0)
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
 	if err != nil {
 		return nil, err
 	}

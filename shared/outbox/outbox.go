@@ -44,9 +44,16 @@ type Writer struct {
 	Claim  time.Duration // how long the writer owns its rows for the fast path before the sweep may take them
 }
 
-// Write inserts the events in tx. Rows skipped by their dedupe key are not returned.
-// The traceparent in ctx (if any) is continued by each event.
-func (w Writer) Write(ctx context.Context, tx pgx.Tx, pending ...Pending) ([]Row, error) {
+// Querier runs a statement returning a row: a transaction, or a connection
+// inside an explicit transaction.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Write inserts the events through tx (a transaction). Rows skipped by their
+// dedupe key are not returned. The traceparent in ctx (if any) is continued
+// by each event.
+func (w Writer) Write(ctx context.Context, tx Querier, pending ...Pending) ([]Row, error) {
 	out := make([]Row, 0, len(pending))
 	parent := events.TraceparentFrom(ctx)
 	claim := w.Claim
@@ -149,4 +156,60 @@ func (o *Outbox) Tx(ctx context.Context, pool interface {
 		o.Relay.Publish(ctx, rows)
 	}
 	return nil
+}
+
+// QueueWrite queues the inserts of pending events on a batch that will run
+// inside the caller's transaction (one network round trip for the whole
+// batch). The written rows are appended to *rows when the batch's results
+// are read; the caller hands them to the relay after commit.
+func (w Writer) QueueWrite(ctx context.Context, b *pgx.Batch, rows *[]Row, pending ...Pending) error {
+	parent := events.TraceparentFrom(ctx)
+	claim := w.Claim
+	if claim <= 0 {
+		claim = 30 * time.Second
+	}
+	for _, p := range pending {
+		tp := events.NewTraceparent()
+		if parent != "" {
+			tp = events.ChildTraceparent(parent)
+		}
+		ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
+		if err != nil {
+			return err
+		}
+		ext, err := json.Marshal(ev.Extensions())
+		if err != nil {
+			return fmt.Errorf("encode extensions: %w", err)
+		}
+		var dedupe *string
+		if p.DedupeKey != "" {
+			k := p.DedupeKey
+			dedupe = &k
+		}
+		b.Queue(`INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
+			VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval)
+			ON CONFLICT (dedupe_key) DO NOTHING
+			RETURNING id`,
+			ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String(),
+		).QueryRow(func(row pgx.Row) error {
+			var id int64
+			err := row.Scan(&id)
+			if err == pgx.ErrNoRows {
+				return nil // an earlier attempt wrote it
+			}
+			if err != nil {
+				return fmt.Errorf("write outbox event %s: %w", ev.Type(), err)
+			}
+			*rows = append(*rows, Row{ID: id, Event: ev})
+			return nil
+		})
+	}
+	return nil
+}
+
+// Publish hands rows committed by a caller-managed transaction to the relay.
+func (o *Outbox) Publish(ctx context.Context, rows []Row) {
+	if o.Relay != nil && len(rows) > 0 {
+		o.Relay.Publish(ctx, rows)
+	}
 }

@@ -8,11 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
 )
 
 // Submission is a message sent to an agent on a thread.
@@ -95,11 +98,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Intake, error) {
 	}
 	var out Intake
 	for attempt := 0; attempt < 2; attempt++ {
-		err = s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-			var err error
-			out, err = s.submitTx(ctx, tx, emit, sub)
-			return err
-		})
+		out, err = s.submitOnce(ctx, sub)
 		// A concurrent submit with the same request_id on another thread won
 		// the unique index: go round once more to answer as an idempotent replay.
 		if postgres.IsUniqueViolation(err, "agent_run_requests_request_id_key") {
@@ -114,117 +113,260 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Intake, error) {
 	return out, nil
 }
 
-func (s *Service) submitTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, sub Submission) (Intake, error) {
-	sc, err := lockScope(ctx, tx, sub.Subject.UID, sub.AgentSlug, sub.ThreadID)
+// threadState is what intake reads under the thread lock, in one statement.
+type threadState struct {
+	conversationID int64
+	existing       bool // a request with this request_id exists
+	runWithID      bool // a run with this request_id exists
+	latestID       *string
+	latestStatus   *string
+	activeID       *string
+	activeStatus   *string
+	activeType     *string
+	queued, steers int
+}
+
+const threadStateSQL = `
+	SELECT
+		EXISTS (SELECT 1 FROM agent_run_requests WHERE request_id = $4),
+		EXISTS (SELECT 1 FROM agent_runs WHERE request_id = $4),
+		l.id, l.status, a.id, a.status, a.run_type,
+		(SELECT count(*) FROM agent_run_requests WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued'),
+		(SELECT count(*) FROM agent_run_requests WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued' AND queue_policy = 'steer')
+	FROM (SELECT 1) one
+	LEFT JOIN LATERAL (SELECT id, status FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+		AND run_type IN ('chat', 'resume') ORDER BY created_at DESC, id DESC LIMIT 1) l ON true
+	LEFT JOIN LATERAL (SELECT id, status, run_type FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+		AND status IN ('pending', 'running', 'cancel_requested')) a ON true`
+
+// insertRequestSQL writes the user's message and its request in one
+// statement; $13 (a run id) dispatches it at once: the message joins the
+// transcript and the run row is created with it (messages.run_id is checked
+// at commit, agent_runs.input_message_id at the end of the statement).
+const insertRequestSQL = `
+	WITH m AS (
+		INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, image_content, request_id,
+			delivery_status, run_id, transcript_seq)
+		VALUES ($1, 'user', $2, $3, $4, $5, $6, CASE WHEN $13::text IS NULL THEN $7 ELSE 'dispatched' END, $13,
+			CASE WHEN $13::text IS NULL THEN NULL ELSE nextval('transcript_seq') END)
+		RETURNING id),
+	r AS (
+		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
+			request_id, source, channel, run_type, input_message_id, input_payload)
+		SELECT $13, $8, $1, $8, $9, $10, 'pending', $6, $11, $12, 'chat', m.id, $15 FROM m WHERE $13::text IS NOT NULL
+		RETURNING id),
+	q AS (
+		INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel, queue_policy, status,
+			input_message_id, input_payload, error_message, dispatched_run_id, dispatched_at)
+		SELECT $6, $10, $9, $8, $11, $12, $14, CASE WHEN $13::text IS NULL THEN $7 ELSE 'dispatched' END, m.id, $15,
+			CASE WHEN $7 = 'rejected' THEN 'the thread is busy' END, $13, CASE WHEN $13::text IS NULL THEN NULL ELSE clock_timestamp() END
+		FROM m
+		RETURNING ` + requestCols + `)
+	SELECT ` + requestCols + ` FROM q`
+
+// submitOnce takes a message in with two pipelined round trips on one
+// connection: the first opens the transaction, locks the thread and reads its
+// queue state; the second writes the message, the request and — when the
+// thread is idle — the run and its first step event, and commits. Rare cases
+// (a replayed request id, a paused backlog) take the general path.
+func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error) {
+	// The agent is read on another connection meanwhile: its definition is
+	// not part of the thread's serialization.
+	type agentResult struct {
+		ag  agent.Agent
+		err error
+	}
+	agentCh := make(chan agentResult, 1)
+	go func() {
+		ag, err := s.agents.Get(ctx, s.pool, sub.Subject, sub.AgentSlug)
+		agentCh <- agentResult{ag, err}
+	}()
+	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
+		<-agentCh
 		return Intake{}, err
 	}
-	if existing, err := s.requestByID(ctx, tx, sub.RequestID); err == nil {
-		if existing.UID != sub.Subject.UID || existing.AgentSlug != sub.AgentSlug || existing.ThreadID != sub.ThreadID ||
-			existing.Source != sub.Source || existing.Channel != sub.Channel || existing.QueuePolicy != sub.QueuePolicy {
-			return Intake{}, ErrRequestIDConflict
+	defer conn.Release()
+	open := true
+	defer func() {
+		if open {
+			if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+				conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // discarded
+			}
 		}
-		return s.intakeView(ctx, tx, existing)
-	} else if !errors.Is(err, ErrRequestNotFound) {
-		return Intake{}, err
+	}()
+
+	var st threadState
+	found := false
+	b1 := &pgx.Batch{}
+	b1.Queue("BEGIN")
+	b1.Queue(`SELECT id FROM conversations WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted' FOR UPDATE`,
+		sub.ThreadID, sub.Subject.UID).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&st.conversationID)
+		found = err == nil
+		return noRows(err)
+	})
+	b1.Queue(threadStateSQL, sub.Subject.UID, sub.AgentSlug, sub.ThreadID, sub.RequestID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&st.existing, &st.runWithID, &st.latestID, &st.latestStatus, &st.activeID, &st.activeStatus, &st.activeType, &st.queued, &st.steers)
+	})
+	err = conn.SendBatch(ctx, b1).Close()
+	ar := <-agentCh
+	if err != nil {
+		return Intake{}, fmt.Errorf("read thread queue: %w", err)
 	}
-	var runWithID bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_runs WHERE request_id = $1)`, sub.RequestID).Scan(&runWithID); err != nil {
-		return Intake{}, err
+	if !found {
+		return Intake{}, thread.ErrNotFound
 	}
-	if runWithID {
+	if st.existing {
+		open = false
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return Intake{}, err
+		}
+		return s.replay(ctx, sub)
+	}
+	if st.runWithID {
 		return Intake{}, ErrRequestIDConflict
 	}
-	ag, err := s.agents.Get(ctx, tx, sub.Subject, sub.AgentSlug)
-	if err != nil {
-		return Intake{}, err
+	if ar.err != nil {
+		return Intake{}, ar.err
 	}
-	latest, err := run.LatestForThread(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
-	if err != nil {
-		return Intake{}, err
+	if st.latestStatus != nil && *st.latestStatus == run.StatusInterrupted {
+		return Intake{}, ErrRunInterrupted.With(map[string]any{"run_id": *st.latestID})
 	}
-	if latest != nil && latest.Status == run.StatusInterrupted {
-		return Intake{}, ErrRunInterrupted.With(map[string]any{"run_id": latest.ID})
-	}
-	active, err := run.ActiveForThread(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
-	if err != nil {
-		return Intake{}, err
-	}
-	var queued, steers int
-	if err := tx.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE queue_policy = 'steer') FROM agent_run_requests
-		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued'`,
-		sc.UID, sc.AgentSlug, sc.ThreadID).Scan(&queued, &steers); err != nil {
-		return Intake{}, err
-	}
-	if sub.QueuePolicy == PolicySteer && active != nil {
-		if active.Status != run.StatusRunning || active.RunType != run.TypeChat {
-			return Intake{}, ErrRunNotSteerable.With(map[string]any{"active_run_id": active.ID, "active_run_status": active.Status})
+	if sub.QueuePolicy == PolicySteer && st.activeID != nil {
+		if *st.activeStatus != run.StatusRunning || *st.activeType != run.TypeChat {
+			return Intake{}, ErrRunNotSteerable.With(map[string]any{"active_run_id": *st.activeID, "active_run_status": *st.activeStatus})
 		}
-		if steers > 0 {
+		if st.steers > 0 {
 			return Intake{}, ErrSteerAlreadyPending
 		}
 	}
+	sc := Scope{UID: sub.Subject.UID, AgentSlug: sub.AgentSlug, ThreadID: sub.ThreadID, ConversationID: st.conversationID}
 	metaJSON, _ := json.Marshal(map[string]any{"request_id": sub.RequestID, "source": sub.Source, "channel": sub.Channel})
-	if sub.QueuePolicy == PolicyReject && (active != nil || queued > 0) {
-		var msgID int64
-		if err := tx.QueryRow(ctx, `INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, image_content, request_id, delivery_status)
-			VALUES ($1, 'user', $2, $3, $4, $5, $6, 'rejected') RETURNING id`,
-			sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID).Scan(&msgID); err != nil {
-			return Intake{}, err
-		}
-		r, err := scanRequest(tx.QueryRow(ctx, `INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel,
-			queue_policy, status, input_message_id, input_payload, error_message)
-			VALUES ($1, $2, $3, $4, $5, $6, 'reject', 'rejected', $7, '{}', 'the thread is busy') RETURNING `+requestCols,
-			sub.RequestID, sc.UID, sc.AgentSlug, sc.ThreadID, sub.Source, sub.Channel, msgID))
+	status, payload := RequestQueued, []byte("{}")
+	var runID *string
+	switch {
+	case sub.QueuePolicy == PolicyReject && (st.activeID != nil || st.queued > 0):
+		status = RequestRejected
+	default:
+		actx, err := ar.ag.Context()
 		if err != nil {
 			return Intake{}, err
 		}
-		return s.intakeView(ctx, tx, r)
+		resolved := actx.Resolve()
+		spec := sub.ModelSpec
+		if spec == "" {
+			spec = resolved.Model
+		}
+		if spec == "" {
+			spec = s.models.DefaultModel()
+		}
+		if spec == "" {
+			return Intake{}, failure.Unprocessable("model_not_configured", "no model: set the agent's model, send model_spec, or configure YUXI_DEFAULT_MODEL")
+		}
+		if err := s.models.Available(spec); err != nil {
+			return Intake{}, err
+		}
+		resolved.Model = spec
+		payload, _ = json.Marshal(run.Payload{ModelSpec: spec, ToolApprovalMode: "default", Context: resolved})
+		if st.activeID == nil && st.queued == 0 {
+			// Idle thread: the request is the queue's ready head (an empty
+			// queue cannot be paused); dispatch it in the same statement.
+			id := NewID("run_")
+			runID = &id
+		}
 	}
-	actx, err := ag.Context()
+	policy := sub.QueuePolicy
+	if status == RequestRejected {
+		policy = PolicyReject
+	}
+	var req Request
+	var rows []outbox.Row
+	b2 := &pgx.Batch{}
+	b2.Queue(insertRequestSQL, sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID,
+		status, sc.ThreadID, sc.AgentSlug, sc.UID, sub.Source, sub.Channel, runID, policy, payload).QueryRow(func(row pgx.Row) error {
+		var err error
+		req, err = scanRequest(row)
+		return err
+	})
+	if runID != nil {
+		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, outbox.Pending{
+			Payload: events.StepReady{RunID: *runID, ThreadID: sc.ThreadID, StepNo: 1}, DedupeKey: "step:" + *runID + ":1"}); err != nil {
+			return Intake{}, err
+		}
+	}
+	if status != RequestRejected {
+		b2.Queue(`UPDATE conversations SET updated_at = now() WHERE id = $1`, sc.ConversationID)
+	}
+	general := runID == nil && status == RequestQueued && st.activeID == nil // a backlog without an active run: paused, or ready
+	if !general {
+		b2.Queue("COMMIT")
+	}
+	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
+		if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
+			return Intake{}, run.ErrThreadBusy
+		}
+		return Intake{}, err
+	}
+	if general {
+		emit := func(p ...outbox.Pending) error {
+			r, err := s.outbox.Writer.Write(ctx, conn, p...)
+			rows = append(rows, r...)
+			return err
+		}
+		d, _, err := dispatchHead(ctx, conn, emit, sc, false)
+		if err != nil {
+			return Intake{}, err
+		}
+		if d != nil && d.ID == req.ID {
+			req = *d
+		}
+		if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+			return Intake{}, err
+		}
+	}
+	open = false
+	s.outbox.Publish(ctx, rows)
+	out := Intake{RequestID: req.RequestID, Status: req.Status, QueuePolicy: req.QueuePolicy, MessageID: req.InputMessageID, ThreadID: req.ThreadID}
+	switch req.Status {
+	case RequestQueued:
+		pos := st.queued + 1 // behind every queued request (steers sort first)
+		if req.QueuePolicy == PolicySteer {
+			pos = 1
+		}
+		if general {
+			if pos, err = position(ctx, s.pool, req); err != nil {
+				return Intake{}, err
+			}
+		}
+		u := RequestEventsURL(req.RequestID)
+		out.QueuePosition, out.RequestEventsURL = &pos, &u
+	case RequestDispatched:
+		u := StreamURL(*req.DispatchedRunID)
+		out.RunID, out.StreamURL = req.DispatchedRunID, &u
+	}
+	return out, nil
+}
+
+// replay answers a submission whose request_id was seen before: the same
+// scope gets the request's current state, another scope a conflict.
+func (s *Service) replay(ctx context.Context, sub Submission) (Intake, error) {
+	existing, err := s.requestByID(ctx, s.pool, sub.RequestID)
 	if err != nil {
 		return Intake{}, err
 	}
-	resolved := actx.Resolve()
-	spec := sub.ModelSpec
-	if spec == "" {
-		spec = resolved.Model
+	if existing.UID != sub.Subject.UID || existing.AgentSlug != sub.AgentSlug || existing.ThreadID != sub.ThreadID ||
+		existing.Source != sub.Source || existing.Channel != sub.Channel || existing.QueuePolicy != sub.QueuePolicy {
+		return Intake{}, ErrRequestIDConflict
 	}
-	if spec == "" {
-		spec = s.models.DefaultModel()
+	return s.intakeView(ctx, s.pool, existing)
+}
+
+func noRows(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
 	}
-	if spec == "" {
-		return Intake{}, failure.Unprocessable("model_not_configured", "no model: set the agent's model, send model_spec, or configure YUXI_DEFAULT_MODEL")
-	}
-	if err := s.models.Available(spec); err != nil {
-		return Intake{}, err
-	}
-	resolved.Model = spec
-	payload, _ := json.Marshal(run.Payload{ModelSpec: spec, ToolApprovalMode: "default", Context: resolved})
-	var msgID int64
-	if err := tx.QueryRow(ctx, `INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, image_content, request_id, delivery_status)
-		VALUES ($1, 'user', $2, $3, $4, $5, $6, 'queued') RETURNING id`,
-		sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID).Scan(&msgID); err != nil {
-		return Intake{}, fmt.Errorf("insert message: %w", err)
-	}
-	r, err := scanRequest(tx.QueryRow(ctx, `INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel,
-		queue_policy, status, input_message_id, input_payload)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, 'queued', $8, $9) RETURNING `+requestCols,
-		sub.RequestID, sc.UID, sc.AgentSlug, sc.ThreadID, sub.Source, sub.Channel, sub.QueuePolicy, msgID, payload))
-	if err != nil {
-		return Intake{}, err
-	}
-	dispatched, _, err := dispatchHead(ctx, tx, emit, sc, false)
-	if err != nil {
-		return Intake{}, err
-	}
-	if dispatched != nil && dispatched.ID == r.ID {
-		r = *dispatched
-	}
-	if _, err := tx.Exec(ctx, `UPDATE conversations SET updated_at = now() WHERE id = $1`, sc.ConversationID); err != nil {
-		return Intake{}, err
-	}
-	return s.intakeView(ctx, tx, r)
+	return err
 }
 
 func messageType(sub Submission) string {

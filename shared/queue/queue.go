@@ -208,7 +208,7 @@ func position(ctx context.Context, db postgres.DB, r Request) (int, error) {
 
 // dispatchHead turns the queue head into a pending run when the queue is
 // ready (or paused, with force). It returns the dispatched request, if any.
-func dispatchHead(ctx context.Context, tx pgx.Tx, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
+func dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
 	st, err := state(ctx, tx, sc)
 	if err != nil {
 		return nil, "", err
@@ -227,9 +227,6 @@ func dispatchHead(ctx context.Context, tx pgx.Tx, emit outbox.Emit, sc Scope, fo
 		RequestID: h.RequestID, Source: h.Source, Channel: h.Channel, RunType: run.TypeChat,
 		InputMessageID: h.InputMessageID, Payload: payload,
 	})
-	if errors.Is(err, run.ErrThreadBusy) {
-		return nil, "", nil // someone else dispatched first; the request stays queued
-	}
 	if err != nil {
 		return nil, "", err
 	}

@@ -34,66 +34,93 @@ type Claim struct {
 	// Retry is true when an earlier attempt already worked on this step (its
 	// streamed output must be discarded by clients).
 	Retry bool
+	// Steer is true when a steer request waits behind the run: the step must
+	// end the run at this model boundary.
+	Steer bool
+	// Transcript is the thread's transcript, read with the claim (same round trip).
+	Transcript []Entry
 }
 
+// claimSQL takes the lease, opens an attempt (closing stale ones) and reports
+// earlier attempts on the step and a waiting steer request, in one statement.
+// The commit is not awaited on disk (set_config(…, true) lasts for this
+// statement's transaction): losing a claim in a database crash only means the
+// step is claimed again.
+var claimSQL = `
+	WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true)),
+	claimed AS (
+		UPDATE agent_runs SET
+			status = CASE WHEN status = 'pending' THEN 'running' ELSE status END,
+			worker_id = $3, attempt_count = attempt_count + 1,
+			lease_expires_at = clock_timestamp() + $4::interval, heartbeat_at = clock_timestamp(),
+			started_at = coalesce(started_at, clock_timestamp()), updated_at = clock_timestamp()
+		WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested') AND step_count = $2 - 1
+		  AND (worker_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
+		  AND NOT EXISTS (SELECT 1 FROM agent_run_steps WHERE run_id = $1 AND step_no = $2 - 1 AND pending_tools > 0)
+		RETURNING *),
+	closed AS (
+		UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'lease_expired'
+		WHERE run_id = $1 AND finished_at IS NULL AND EXISTS (SELECT 1 FROM claimed) RETURNING 1),
+	opened AS (
+		INSERT INTO agent_run_attempts (run_id, attempt_no, step_no, worker_id, lease_expires_at)
+		SELECT id, attempt_count, $2, $3, lease_expires_at FROM claimed RETURNING 1)
+	SELECT ` + prefixed("claimed", runCols) + `,
+		(SELECT count(*) FROM agent_run_attempts WHERE run_id = $1 AND step_no = $2) > 0,
+		EXISTS (SELECT 1 FROM agent_run_requests q WHERE q.uid = claimed.uid AND q.agent_slug = claimed.agent_slug
+			AND q.conversation_thread_id = claimed.conversation_thread_id AND q.status = 'queued' AND q.queue_policy = 'steer')
+	FROM claimed, cfg`
+
 // Claim takes the lease on step stepNo of run id for worker. The pending run
-// becomes running. The write is not awaited on disk: losing it in a database
-// crash only means the step is claimed again.
+// becomes running.
 func (s *Store) Claim(ctx context.Context, id string, stepNo int, worker string, lease time.Duration) (Claim, error) {
 	var c Claim
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
-		r, err := scanRun(tx.QueryRow(ctx, `
-			UPDATE agent_runs SET
-				status = CASE WHEN status = 'pending' THEN 'running' ELSE status END,
-				worker_id = $3, attempt_count = attempt_count + 1,
-				lease_expires_at = clock_timestamp() + $4::interval, heartbeat_at = clock_timestamp(),
-				started_at = coalesce(started_at, clock_timestamp()), updated_at = clock_timestamp()
-			WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested') AND step_count = $2 - 1
-			  AND (worker_id IS NULL OR lease_expires_at IS NULL OR lease_expires_at < clock_timestamp())
-			  AND NOT EXISTS (SELECT 1 FROM agent_run_steps WHERE run_id = $1 AND step_no = $2 - 1 AND pending_tools > 0)
-			RETURNING `+runCols, id, stepNo, worker, lease.String()))
-		if errors.Is(err, pgx.ErrNoRows) {
-			cur, err := s.Get(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			c.Run = cur
-			switch {
-			case IsTerminal(cur.Status):
-				c.Outcome = Gone
-			case cur.StepCount >= stepNo:
-				c.Outcome = Duplicate
-			case cur.StepCount < stepNo-1:
-				c.Outcome = NotReady
-			case cur.WorkerID != nil:
-				c.Outcome = Busy
-			default:
-				c.Outcome = NotReady
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("claim run %s step %d: %w", id, stepNo, err)
-		}
-		c.Run, c.Outcome, c.Attempt = r, Claimed, r.AttemptCount
-		// Earlier open attempts lost their lease; an earlier attempt on this step means a retry.
-		var earlier int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM agent_run_attempts WHERE run_id = $1 AND step_no = $2`, id, stepNo).Scan(&earlier); err != nil {
-			return err
-		}
-		c.Retry = earlier > 0
-		if _, err := tx.Exec(ctx, `UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'lease_expired'
-			WHERE run_id = $1 AND finished_at IS NULL`, id); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `INSERT INTO agent_run_attempts (run_id, attempt_no, step_no, worker_id, lease_expires_at)
-			VALUES ($1, $2, $3, $4, $5)`, id, r.AttemptCount, stepNo, worker, r.LeaseExpiresAt)
-		return err
+	var extra [2]bool
+	var r Run
+	var claimErr, transcriptErr error
+	// The claim and the transcript travel in one pipelined round trip; the
+	// transcript is wasted when the claim fails, which is the rare case.
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, id, stepNo, worker, lease.String()).QueryRow(func(row pgx.Row) error {
+		r, claimErr = scanRunWith(row, &extra[0], &extra[1])
+		return nil
 	})
-	return c, err
+	b.Queue(transcriptSQL("(SELECT conversation_id FROM agent_runs WHERE id = $1)"), id).Query(func(rows pgx.Rows) error {
+		c.Transcript, transcriptErr = scanTranscript(rows)
+		return nil
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return c, fmt.Errorf("claim run %s step %d: %w", id, stepNo, err)
+	}
+	err := claimErr
+	if err == nil && transcriptErr != nil {
+		err = transcriptErr
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		c.Transcript = nil
+		cur, err := s.Get(ctx, s.pool, id)
+		if err != nil {
+			return c, err
+		}
+		c.Run = cur
+		switch {
+		case IsTerminal(cur.Status):
+			c.Outcome = Gone
+		case cur.StepCount >= stepNo:
+			c.Outcome = Duplicate
+		case cur.StepCount < stepNo-1:
+			c.Outcome = NotReady
+		case cur.WorkerID != nil:
+			c.Outcome = Busy
+		default:
+			c.Outcome = NotReady
+		}
+		return c, nil
+	}
+	if err != nil {
+		return c, fmt.Errorf("claim run %s step %d: %w", id, stepNo, err)
+	}
+	c.Run, c.Outcome, c.Attempt, c.Retry, c.Steer = r, Claimed, r.AttemptCount, extra[0], extra[1]
+	return c, nil
 }
 
 // ErrLeaseLost is returned when the caller no longer owns the run's lease.
@@ -113,15 +140,6 @@ func (s *Store) Renew(ctx context.Context, id, worker string, attempt int, lease
 		return ErrLeaseLost
 	}
 	return nil
-}
-
-// HasPendingSteer reports whether a steer request waits behind run r.
-func (s *Store) HasPendingSteer(ctx context.Context, r Run) (bool, error) {
-	var ok bool
-	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM agent_run_requests
-		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued' AND queue_policy = 'steer')`,
-		r.UID, r.AgentSlug, r.ThreadID).Scan(&ok)
-	return ok, err
 }
 
 // Release gives up the caller's lease (after an infrastructure error) so a

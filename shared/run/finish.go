@@ -39,12 +39,29 @@ var deliveryForStatus = map[string]string{
 	StatusCancelled:   "cancelled",
 }
 
-// finishTx moves a non-terminal run to f.Status inside tx and emits
-// run.finished. It reports false (and changes nothing) when the run is already
-// terminal or the owner guard does not match.
-func finishTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, id string, f Finish) (Run, bool, error) {
+// finishSQL moves a non-terminal run to a terminal status and, only when it
+// did, projects the outcome onto the input message and closes the open
+// attempt — one statement, one round trip. $8/$9 guard
+// the transition to the lease holder when set. It returns the run's row, or
+// no row when nothing changed.
+const finishSQL = `
+	WITH r AS (
+		UPDATE agent_runs SET status = $2, finished_at = clock_timestamp(), worker_id = NULL, lease_expires_at = NULL,
+			error_type = NULLIF($3, ''), error_message = NULLIF($4, ''),
+			output_message_id = coalesce($5, output_message_id), step_count = coalesce($6, step_count),
+			token_usage = coalesce($7, token_usage), last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
+		WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested')
+		  AND ($8::text IS NULL OR (worker_id = $8 AND attempt_count = $9))
+		RETURNING *),
+	m AS (UPDATE messages SET delivery_status = $10 FROM r WHERE messages.id = r.input_message_id RETURNING 1),
+	a AS (UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = $2, error_type = NULLIF($3, ''), error_message = NULLIF($4, '')
+		FROM r WHERE agent_run_attempts.run_id = r.id AND agent_run_attempts.finished_at IS NULL RETURNING 1)
+	SELECT ` + runCols + ` FROM r`
+
+// finishArgs are finishSQL's arguments for f.
+func finishArgs(id string, f Finish) ([]any, error) {
 	if !IsTerminal(f.Status) {
-		return Run{}, false, fmt.Errorf("finish run %s: %q is not a terminal status", id, f.Status)
+		return nil, fmt.Errorf("finish run %s: %q is not a terminal status", id, f.Status)
 	}
 	var worker *string
 	attempt := 0
@@ -55,38 +72,33 @@ func finishTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, id string, f Fin
 	if len(f.TokenUsage) > 0 {
 		usage = []byte(f.TokenUsage)
 	}
-	r, err := scanRun(tx.QueryRow(ctx, `
-		UPDATE agent_runs SET status = $2, finished_at = clock_timestamp(), worker_id = NULL, lease_expires_at = NULL,
-			error_type = NULLIF($3, ''), error_message = NULLIF($4, ''),
-			output_message_id = coalesce($5, output_message_id), step_count = coalesce($6, step_count),
-			token_usage = coalesce($7, token_usage), last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
-		WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested')
-		  AND ($8::text IS NULL OR (worker_id = $8 AND attempt_count = $9))
-		RETURNING `+runCols, id, f.Status, f.ErrorType, truncate(f.ErrorMessage, 2000), f.OutputMessageID, f.StepCount, usage, worker, attempt))
+	return []any{id, f.Status, f.ErrorType, truncate(f.ErrorMessage, 2000), f.OutputMessageID, f.StepCount, usage,
+		worker, attempt, deliveryForStatus[f.Status]}, nil
+}
+
+func finishedEvent(r Run) outbox.Pending {
+	return outbox.Pending{
+		Payload:   events.RunFinished{RunID: r.ID, ThreadID: r.ThreadID, UID: r.UID, AgentSlug: r.AgentSlug, Status: r.Status},
+		DedupeKey: "run-finished:" + r.ID,
+	}
+}
+
+// finishTx moves a non-terminal run to f.Status inside tx and emits
+// run.finished. It reports false (and changes nothing) when the run is already
+// terminal or the owner guard does not match.
+func finishTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, id string, f Finish) (Run, bool, error) {
+	args, err := finishArgs(id, f)
+	if err != nil {
+		return Run{}, false, err
+	}
+	r, err := scanRun(tx.QueryRow(ctx, finishSQL, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, false, nil
 	}
 	if err != nil {
 		return Run{}, false, fmt.Errorf("finish run %s: %w", id, err)
 	}
-	if r.InputMessageID != nil {
-		if _, err := tx.Exec(ctx, `UPDATE messages SET delivery_status = $2 WHERE id = $1`, *r.InputMessageID, deliveryForStatus[f.Status]); err != nil {
-			return Run{}, false, err
-		}
-	}
-	if _, err := tx.Exec(ctx, `UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = $2,
-		error_type = NULLIF($3, ''), error_message = NULLIF($4, '') WHERE run_id = $1 AND finished_at IS NULL`,
-		id, f.Status, f.ErrorType, truncate(f.ErrorMessage, 2000)); err != nil {
-		return Run{}, false, err
-	}
-	if _, err := tx.Exec(ctx, `UPDATE conversations SET updated_at = now() WHERE id = $1`, r.ConversationID); err != nil {
-		return Run{}, false, err
-	}
-	err = emit(outbox.Pending{
-		Payload:   events.RunFinished{RunID: r.ID, ThreadID: r.ThreadID, UID: r.UID, AgentSlug: r.AgentSlug, Status: r.Status},
-		DedupeKey: "run-finished:" + r.ID,
-	})
-	return r, true, err
+	return r, true, emit(finishedEvent(r))
 }
 
 // Finish applies a terminal transition in its own transaction. changed is

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -103,14 +104,26 @@ const runCols = `id, conversation_thread_id, conversation_id, runtime_scope_id, 
 	error_type, error_message, worker_id, attempt_count, lease_expires_at, recovery_count, step_count,
 	last_progress_at, started_at, finished_at, created_at, updated_at`
 
-func scanRun(row pgx.Row) (Run, error) {
+func scanRun(row pgx.Row) (Run, error) { return scanRunWith(row) }
+
+// prefixed qualifies each column of cols with table.
+func prefixed(table, cols string) string {
+	parts := strings.Split(cols, ",")
+	for i, p := range parts {
+		parts[i] = table + "." + strings.TrimSpace(p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// scanRunWith scans a run followed by extra columns.
+func scanRunWith(row pgx.Row, extra ...any) (Run, error) {
 	var r Run
 	var payload []byte
-	err := row.Scan(&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
+	dest := []any{&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
 		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, &payload, &r.TokenUsage,
 		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
-		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt)
-	if err != nil {
+		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt}
+	if err := row.Scan(append(dest, extra...)...); err != nil {
 		return r, err
 	}
 	if len(payload) > 0 {
@@ -215,33 +228,27 @@ type NewRun struct {
 // one-active-run-per-thread index refused a second).
 var ErrThreadBusy = failure.Conflict("run_busy", "the thread already has an active run")
 
-// Create inserts a pending run in tx. The caller emits the first step event.
-func Create(ctx context.Context, tx pgx.Tx, n NewRun) (Run, error) {
+// Create inserts a pending run. The caller holds the thread's row lock
+// (thread.Lock), under which the one-active-run index cannot refuse; if it
+// does anyway the statement fails with ErrThreadBusy and the caller's
+// transaction is aborted. The caller emits the first step event.
+func Create(ctx context.Context, db postgres.DB, n NewRun) (Run, error) {
 	payload, err := json.Marshal(n.Payload)
 	if err != nil {
 		return Run{}, err
 	}
-	// A savepoint keeps the caller's transaction usable when the index refuses.
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return Run{}, err
-	}
-	r, err := scanRun(sp.QueryRow(ctx, `
+	r, err := scanRun(db.QueryRow(ctx, `
 		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
 			request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
 		VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, $12)
 		RETURNING `+runCols,
 		n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
 		n.CreatedByRunID, n.RunType, n.InputMessageID, payload))
-	if err != nil {
-		_ = sp.Rollback(ctx)
-		if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
-			return Run{}, ErrThreadBusy
-		}
-		return Run{}, fmt.Errorf("create run: %w", err)
+	if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
+		return Run{}, ErrThreadBusy
 	}
-	if err := sp.Commit(ctx); err != nil {
-		return Run{}, err
+	if err != nil {
+		return Run{}, fmt.Errorf("create run: %w", err)
 	}
 	return r, nil
 }

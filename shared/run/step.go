@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -57,113 +58,141 @@ type StepResult struct {
 // and the resulting events in one transaction. ErrDuplicateStep when the step
 // was already committed; ErrLeaseLost when the caller's attempt no longer owns
 // the run.
+//
+// The transaction takes two network round trips: the first batch opens it,
+// locks the run as its lease holder (the exactly-once guard) and reserves the
+// message ids; the second writes everything else — the step record among
+// it — and commits.
 func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error) {
 	var res StepResult
-	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO agent_run_steps (run_id, step_no, attempt_no, outcome, started_at, usage)
-			VALUES ($1, $2, $3, 'pending', $4, $5) ON CONFLICT DO NOTHING`,
-			c.Run.ID, c.StepNo, c.Owner.Attempt, c.StartedAt, nullJSON(c.StepUsage))
-		if err != nil {
-			return fmt.Errorf("record step: %w", err)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return res, err
+	}
+	defer conn.Release()
+	rollback := func(cause error) (StepResult, error) {
+		if _, err := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // a broken connection is discarded
 		}
-		if tag.RowsAffected() == 0 {
-			return ErrDuplicateStep
-		}
-		var status string
-		err = tx.QueryRow(ctx, `SELECT status FROM agent_runs WHERE id = $1 AND worker_id = $2 AND attempt_count = $3
-			AND status IN ('running', 'cancel_requested') FOR UPDATE`, c.Run.ID, c.Owner.Worker, c.Owner.Attempt).Scan(&status)
-		if err == pgx.ErrNoRows {
-			return ErrLeaseLost
-		}
-		if err != nil {
-			return err
-		}
-		meta := map[string]any{
-			"step_no":           c.StepNo,
-			"attempt":           c.Owner.Attempt,
-			"stream_message_id": c.StreamMessageID,
-			"model_spec":        c.ModelSpec,
-		}
-		if c.Reasoning != "" {
-			meta["reasoning_content"] = c.Reasoning
-		}
-		if c.Partial {
-			meta["partial"] = true
-		}
-		if len(c.StepUsage) > 0 {
-			meta["usage"] = json.RawMessage(c.StepUsage)
-		}
-		metaJSON, _ := json.Marshal(meta)
-		msgType := "text"
-		if len(c.ToolCalls) > 0 {
-			msgType = "tool_call"
-		}
-		if err := tx.QueryRow(ctx, `INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, run_id, request_id, transcript_seq)
-			VALUES ($1, 'assistant', $2, $3, $4, $5, $6, nextval('transcript_seq')) RETURNING id`,
-			c.Run.ConversationID, c.Content, msgType, metaJSON, c.Run.ID, c.Run.RequestID).Scan(&res.MessageID); err != nil {
-			return fmt.Errorf("insert assistant message: %w", err)
-		}
-		toolStatus := "pending"
-		if status == StatusCancelRequested {
-			toolStatus = "cancelled"
-		}
-		for i, tc := range c.ToolCalls {
-			if _, err := tx.Exec(ctx, `INSERT INTO tool_calls (run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, status)
-				VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, c.Run.ID, c.StepNo, res.MessageID, i, tc.ID, tc.Name, tc.Arguments, toolStatus); err != nil {
-				return fmt.Errorf("insert tool call %s: %w", tc.ID, err)
-			}
-		}
-		res.ToolCalls = c.ToolCalls
-		step := c.StepNo
-		switch {
-		case status == StatusCancelRequested:
-			res.Outcome = OutcomeCancelled
-			r, _, err := finishTx(ctx, tx, emit, c.Run.ID, Finish{Status: StatusCancelled, ErrorType: "cancelled",
-				ErrorMessage: "the run was cancelled", OutputMessageID: &res.MessageID, StepCount: &step, TokenUsage: c.TokenUsage, Owner: &c.Owner})
-			if err != nil {
-				return err
-			}
-			res.Run = r
-		case len(c.ToolCalls) > 0:
-			res.Outcome = OutcomeTools
-			r, err := scanRun(tx.QueryRow(ctx, `UPDATE agent_runs SET step_count = $2, token_usage = coalesce($3, token_usage),
-				worker_id = NULL, lease_expires_at = NULL, last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
-				WHERE id = $1 RETURNING `+runCols, c.Run.ID, step, nullJSON(c.TokenUsage)))
-			if err != nil {
-				return err
-			}
-			res.Run = r
-			if _, err := tx.Exec(ctx, `UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'step_committed'
-				WHERE run_id = $1 AND attempt_no = $2`, c.Run.ID, c.Owner.Attempt); err != nil {
-				return err
-			}
-			pending := make([]outbox.Pending, 0, len(c.ToolCalls))
-			for _, tc := range c.ToolCalls {
-				pending = append(pending, outbox.Pending{
-					Payload:   events.ToolCallRequested{RunID: c.Run.ID, ThreadID: c.Run.ThreadID, StepNo: step, ToolCallID: tc.ID},
-					DedupeKey: "tool:" + c.Run.ID + ":" + tc.ID,
-				})
-			}
-			if err := emit(pending...); err != nil {
-				return err
-			}
-		default:
-			res.Outcome = OutcomeCompleted
-			r, changed, err := finishTx(ctx, tx, emit, c.Run.ID, Finish{Status: StatusCompleted, OutputMessageID: &res.MessageID,
-				StepCount: &step, TokenUsage: c.TokenUsage, Owner: &c.Owner})
-			if err != nil {
-				return err
-			}
-			if !changed {
-				return ErrLeaseLost
-			}
-			res.Run = r
-		}
-		_, err = tx.Exec(ctx, `UPDATE agent_run_steps SET outcome = $3, assistant_message_id = $4, tool_call_count = $5, pending_tools = $6
-			WHERE run_id = $1 AND step_no = $2`, c.Run.ID, c.StepNo, res.Outcome, res.MessageID, len(c.ToolCalls), pendingCount(res.Outcome, len(c.ToolCalls)))
-		return err
+		return StepResult{}, cause
+	}
+
+	// The run row, locked as the current lease holder at the previous step,
+	// is the guard: a second commit of the step (a retry, or a stale attempt)
+	// finds step_count moved on or the lease gone. The step record's primary
+	// key backs it up.
+	var (
+		owned     bool
+		status    string
+		stepCount int
+		seq       int64
+	)
+	b1 := &pgx.Batch{}
+	b1.Queue("BEGIN")
+	b1.Queue(`SELECT status, step_count, coalesce(worker_id = $2 AND attempt_count = $3 AND status IN ('running', 'cancel_requested'), false)
+		FROM agent_runs WHERE id = $1 FOR UPDATE`, c.Run.ID, c.Owner.Worker, c.Owner.Attempt).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&status, &stepCount, &owned)
 	})
-	return res, err
+	b1.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id')), nextval('transcript_seq')`).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&res.MessageID, &seq)
+	})
+	if err := conn.SendBatch(ctx, b1).Close(); err != nil {
+		return rollback(fmt.Errorf("lock run for step: %w", err))
+	}
+	if stepCount >= c.StepNo {
+		return rollback(ErrDuplicateStep)
+	}
+	if !owned {
+		return rollback(ErrLeaseLost)
+	}
+
+	meta := map[string]any{"step_no": c.StepNo, "attempt": c.Owner.Attempt, "stream_message_id": c.StreamMessageID, "model_spec": c.ModelSpec}
+	if c.Reasoning != "" {
+		meta["reasoning_content"] = c.Reasoning
+	}
+	if c.Partial {
+		meta["partial"] = true
+	}
+	if len(c.StepUsage) > 0 {
+		meta["usage"] = json.RawMessage(c.StepUsage)
+	}
+	metaJSON, _ := json.Marshal(meta)
+	msgType := "text"
+	if len(c.ToolCalls) > 0 {
+		msgType = "tool_call"
+	}
+	b2 := &pgx.Batch{}
+	b2.Queue(`INSERT INTO messages (id, conversation_id, role, content, message_type, extra_metadata, run_id, request_id, transcript_seq)
+		VALUES ($1, $2, 'assistant', $3, $4, $5, $6, $7, $8)`,
+		res.MessageID, c.Run.ConversationID, c.Content, msgType, metaJSON, c.Run.ID, c.Run.RequestID, seq)
+	toolStatus := "pending"
+	if status == StatusCancelRequested {
+		toolStatus = "cancelled"
+	}
+	for i, tc := range c.ToolCalls {
+		b2.Queue(`INSERT INTO tool_calls (run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, status)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, c.Run.ID, c.StepNo, res.MessageID, i, tc.ID, tc.Name, tc.Arguments, toolStatus)
+	}
+	res.ToolCalls = c.ToolCalls
+	step := c.StepNo
+	var rows []outbox.Row
+	scanInto := func(row pgx.Row) error {
+		r, err := scanRun(row)
+		res.Run = r
+		return err
+	}
+	switch {
+	case status == StatusCancelRequested || len(c.ToolCalls) == 0:
+		f := Finish{Status: StatusCompleted, OutputMessageID: &res.MessageID, StepCount: &step, TokenUsage: c.TokenUsage, Owner: &c.Owner}
+		res.Outcome = OutcomeCompleted
+		if status == StatusCancelRequested {
+			f.Status, f.ErrorType, f.ErrorMessage = StatusCancelled, "cancelled", "the run was cancelled"
+			res.Outcome = OutcomeCancelled
+		}
+		args, err := finishArgs(c.Run.ID, f)
+		if err != nil {
+			return rollback(err)
+		}
+		b2.Queue(finishSQL, args...).QueryRow(scanInto)
+		final := c.Run
+		final.Status = f.Status
+		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, finishedEvent(final)); err != nil {
+			return rollback(err)
+		}
+	default:
+		res.Outcome = OutcomeTools
+		b2.Queue(`UPDATE agent_runs SET step_count = $2, token_usage = coalesce($3, token_usage),
+			worker_id = NULL, lease_expires_at = NULL, last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
+			WHERE id = $1 RETURNING `+runCols, c.Run.ID, step, nullJSON(c.TokenUsage)).QueryRow(scanInto)
+		b2.Queue(`UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'step_committed'
+			WHERE run_id = $1 AND attempt_no = $2`, c.Run.ID, c.Owner.Attempt)
+		pending := make([]outbox.Pending, 0, len(c.ToolCalls))
+		for _, tc := range c.ToolCalls {
+			pending = append(pending, outbox.Pending{
+				Payload:   events.ToolCallRequested{RunID: c.Run.ID, ThreadID: c.Run.ThreadID, StepNo: step, ToolCallID: tc.ID},
+				DedupeKey: "tool:" + c.Run.ID + ":" + tc.ID,
+			})
+		}
+		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, pending...); err != nil {
+			return rollback(err)
+		}
+	}
+	b2.Queue(`INSERT INTO agent_run_steps (run_id, step_no, attempt_no, assistant_message_id, tool_call_count, pending_tools, outcome, usage, started_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, c.Run.ID, c.StepNo, c.Owner.Attempt, res.MessageID, len(c.ToolCalls),
+		pendingCount(res.Outcome, len(c.ToolCalls)), res.Outcome, nullJSON(c.StepUsage), c.StartedAt)
+	b2.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
+		return rollback(fmt.Errorf("commit step %d of run %s: %w", c.StepNo, c.Run.ID, err))
+	}
+	s.outbox.Publish(ctx, rows)
+	return res, nil
+}
+
+func noRowsOK(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 func pendingCount(outcome string, n int) int {

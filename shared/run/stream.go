@@ -5,18 +5,21 @@ import (
 	"encoding/json"
 
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
-// OnceAppender appends an event to a run's stream at most once per key.
-type OnceAppender interface {
-	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
+// StreamAppender appends events to a run's stream, keyed events at most once.
+type StreamAppender interface {
+	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 }
 
-// EndEvents writes the closing events of a terminal run to its stream:
+// EndEvents writes the closing events of a terminal run to its stream, after
+// prelude (unkeyed events, e.g. the last message marker), in one round trip:
 // interrupt (cancelled, or interrupted with the questions asked), error
-// (failed), then exactly one end. Every event is keyed, so calling it again
-// — from the step that ended the run or from a recovery path — adds nothing.
-func EndEvents(ctx context.Context, st OnceAppender, db postgres.DB, r Run) error {
+// (failed), then exactly one end. The closing events are keyed, so calling it
+// again — from the step that ended the run or from a recovery path — adds
+// nothing but the prelude.
+func EndEvents(ctx context.Context, st StreamAppender, db postgres.DB, r Run, prelude ...runstream.OnceEvent) error {
 	ctx = context.WithoutCancel(ctx)
 	errType, errMsg := "", ""
 	if r.ErrorType != nil {
@@ -25,29 +28,24 @@ func EndEvents(ctx context.Context, st OnceAppender, db postgres.DB, r Run) erro
 	if r.ErrorMessage != nil {
 		errMsg = *r.ErrorMessage
 	}
-	base := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID}
-	with := func(kv map[string]any) map[string]any {
-		out := map[string]any{}
-		for k, v := range base {
-			out[k] = v
-		}
+	chunk := func(kv map[string]any) map[string]any {
+		out := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID}
 		for k, v := range kv {
 			out[k] = v
 		}
 		return out
 	}
+	evs := append([]runstream.OnceEvent(nil), prelude...)
 	switch r.Status {
 	case StatusCancelled:
-		chunk := with(map[string]any{"status": "cancelled", "message": errMsg})
-		if _, _, err := st.AppendOnce(ctx, r.ID, r.ThreadID, "interrupt", "interrupt", map[string]any{"reason": "cancelled", "chunk": chunk}); err != nil {
-			return err
-		}
+		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: map[string]any{
+			"reason": "cancelled", "chunk": chunk(map[string]any{"status": "cancelled", "message": errMsg})}})
 	case StatusInterrupted:
 		calls, err := InterruptedCalls(ctx, db, r.ID)
 		if err != nil {
 			return err
 		}
-		var questions []json.RawMessage
+		questions := []json.RawMessage{}
 		toolCallIDs := []string{}
 		for _, c := range calls {
 			toolCallIDs = append(toolCallIDs, c.ToolCallID)
@@ -58,20 +56,14 @@ func EndEvents(ctx context.Context, st OnceAppender, db postgres.DB, r Run) erro
 				questions = append(questions, stored.Questions...)
 			}
 		}
-		if questions == nil {
-			questions = []json.RawMessage{}
-		}
-		chunk := with(map[string]any{"status": errType, "questions": questions, "tool_call_ids": toolCallIDs,
-			"message": errMsg, "source": "ask_user_question"})
-		if _, _, err := st.AppendOnce(ctx, r.ID, r.ThreadID, "interrupt", "interrupt", map[string]any{"reason": errType, "chunk": chunk}); err != nil {
-			return err
-		}
+		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: map[string]any{
+			"reason": errType, "chunk": chunk(map[string]any{"status": errType, "questions": questions,
+				"tool_call_ids": toolCallIDs, "message": errMsg, "source": "ask_user_question"})}})
 	case StatusFailed:
-		chunk := with(map[string]any{"status": "error", "error_type": errType, "error_message": errMsg, "retryable": false})
-		if _, _, err := st.AppendOnce(ctx, r.ID, r.ThreadID, "error", "error", map[string]any{"chunk": chunk, "retryable": false}); err != nil {
-			return err
-		}
+		evs = append(evs, runstream.OnceEvent{OnceKey: "error", Type: runstream.EventError, Payload: map[string]any{
+			"chunk": chunk(map[string]any{"status": "error", "error_type": errType, "error_message": errMsg, "retryable": false}), "retryable": false}})
 	}
-	_, _, err := st.AppendOnce(ctx, r.ID, r.ThreadID, "end", "end", map[string]any{"status": r.Status, "request_id": r.RequestID})
+	evs = append(evs, runstream.OnceEvent{OnceKey: "end", Type: runstream.EventEnd, Payload: map[string]any{"status": r.Status, "request_id": r.RequestID}})
+	_, err := st.AppendOnceBatch(ctx, r.ID, r.ThreadID, evs)
 	return err
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
@@ -55,20 +57,30 @@ func (t ToolCallEntry) ResultText() string {
 	}
 }
 
-// Transcript loads the thread's transcript: every message that entered it, in
-// order, with the tool calls of assistant messages and their results.
-func Transcript(ctx context.Context, db postgres.DB, conversationID int64) ([]Entry, error) {
-	rows, err := db.Query(ctx, `
+// transcriptSQL selects a conversation's transcript; conversation is an SQL
+// expression for its id (a parameter or a subquery).
+func transcriptSQL(conversation string) string {
+	return `
 		SELECT m.id, m.role, m.content, m.image_content,
 			coalesce((SELECT json_agg(json_build_object('id', tc.tool_call_id, 'name', tc.tool_name, 'input', tc.tool_input,
 				'output', tc.tool_output, 'status', tc.status, 'error', tc.error_message) ORDER BY tc.call_index)
 				FROM tool_calls tc WHERE tc.message_id = m.id), '[]'::json)
 		FROM messages m
-		WHERE m.conversation_id = $1 AND m.transcript_seq IS NOT NULL
-		ORDER BY m.transcript_seq`, conversationID)
+		WHERE m.conversation_id = ` + conversation + ` AND m.transcript_seq IS NOT NULL
+		ORDER BY m.transcript_seq`
+}
+
+// Transcript loads the thread's transcript: every message that entered it, in
+// order, with the tool calls of assistant messages and their results.
+func Transcript(ctx context.Context, db postgres.DB, conversationID int64) ([]Entry, error) {
+	rows, err := db.Query(ctx, transcriptSQL("$1"), conversationID)
 	if err != nil {
 		return nil, fmt.Errorf("load transcript: %w", err)
 	}
+	return scanTranscript(rows)
+}
+
+func scanTranscript(rows pgx.Rows) ([]Entry, error) {
 	defer rows.Close()
 	var out []Entry
 	for rows.Next() {
@@ -82,5 +94,8 @@ func Transcript(ctx context.Context, db postgres.DB, conversationID int64) ([]En
 		}
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load transcript: %w", err)
+	}
+	return out, nil
 }

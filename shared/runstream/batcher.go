@@ -45,7 +45,8 @@ type Batcher struct {
 	gen    uint64 // incremented by every flush; a timer flushes only its own batch
 	timer  *time.Timer
 	closed bool
-	err    error // first failure of a timer flush, not yet reported
+	err    error      // first failure of a timer flush, not yet reported
+	lead   *OnceEvent // written before the first batch (see Lead)
 
 	// wmu orders appends: it is taken while mu is still held, so batches are
 	// appended in the order they were cut.
@@ -127,7 +128,8 @@ func (b *Batcher) takeErrLocked() error {
 // followed by extra (if any) in one round trip. Called with b.mu held.
 func (b *Batcher) flushLocked(ctx context.Context, extra *Event) error {
 	items := b.items
-	b.items = nil
+	lead := b.lead
+	b.items, b.lead = nil, nil
 	b.chars = 0
 	b.gen++
 	if b.timer != nil {
@@ -145,11 +147,30 @@ func (b *Batcher) flushLocked(ctx context.Context, extra *Event) error {
 	if extra != nil {
 		events = append(events, *extra)
 	}
+	if lead != nil {
+		// The lead event goes first, keyed, in the same atomic round trip.
+		evs := make([]OnceEvent, 0, len(events)+1)
+		evs = append(evs, *lead)
+		for _, e := range events {
+			evs = append(evs, OnceEvent{Type: e.Type, Payload: e.Payload})
+		}
+		_, err := b.w.AppendOnceBatch(ctx, b.runID, b.threadID, evs)
+		return err
+	}
 	if len(events) == 0 {
 		return nil
 	}
 	_, err := b.w.AppendBatch(ctx, b.runID, b.threadID, events)
 	return err
+}
+
+// Lead makes ev (a keyed event, e.g. the run's metadata) precede the
+// batcher's first batch, in the same round trip; Close writes it even when no
+// chunk came. Call it before the first Add.
+func (b *Batcher) Lead(ev OnceEvent) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lead = &ev
 }
 
 type messagesPayload struct {

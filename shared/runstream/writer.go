@@ -97,16 +97,19 @@ type Event struct {
 }
 
 // Writer appends to run and queue streams and signals cancellation. It is
-// safe for concurrent use and holds no state besides its client.
+// safe for concurrent use; besides its client it holds the process's one
+// cancel subscription (see WatchCancel).
 type Writer struct {
-	rdb  *redis.Client
-	cfg  Config
-	once *redis.Script
+	rdb       *redis.Client
+	cfg       Config
+	once      *redis.Script
+	onceBatch *redis.Script
+	cancels   *cancelHub
 }
 
 // NewWriter returns a Writer over rdb. The caller owns rdb and closes it.
 func NewWriter(rdb *redis.Client, cfg Config) *Writer {
-	return &Writer{rdb: rdb, cfg: cfg.withDefaults(), once: redis.NewScript(appendOnceLua)}
+	return &Writer{rdb: rdb, cfg: cfg.withDefaults(), once: redis.NewScript(appendOnceLua), onceBatch: redis.NewScript(appendOnceBatchLua), cancels: newCancelHub()}
 }
 
 // Config returns the configuration with defaults applied.
@@ -239,4 +242,55 @@ func (w *Writer) NotifyQueue(ctx context.Context, threadID string, payload any) 
 		return "", fmt.Errorf("notify queue of thread %s: %w", threadID, err)
 	}
 	return add.Val(), nil
+}
+
+// OnceEvent is an event of AppendOnceBatch. An empty OnceKey appends the
+// event unconditionally; otherwise at most once per (run, OnceKey).
+type OnceEvent struct {
+	OnceKey string
+	Type    string
+	Payload any
+}
+
+// appendOnceBatchLua: KEYS[1] stream, KEYS[2] once hash; ARGV maxlen, ttl ms,
+// ts, then (once key, event type, envelope) triples. Appends in order,
+// skipping keyed events already present. Returns the number appended.
+const appendOnceBatchLua = `
+local n = 0
+for i = 4, #ARGV, 3 do
+  local key = ARGV[i]
+  if key == '' or not redis.call('HGET', KEYS[2], key) then
+    local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
+      'event_type', ARGV[i+1], 'payload', ARGV[i+2], 'ts', ARGV[3])
+    if key ~= '' then redis.call('HSET', KEYS[2], key, id) end
+    n = n + 1
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return n
+`
+
+// AppendOnceBatch appends events to run runID's stream in order, atomically
+// and in one round trip, each keyed event at most once (see AppendOnce). A
+// step that ends a run writes its last message marker and the closing events
+// with it; a recovery path repeating the keyed ones adds nothing.
+func (w *Writer) AppendOnceBatch(ctx context.Context, runID, threadID string, evs []OnceEvent) (int, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	now := time.Now()
+	args := []any{w.cfg.MaxLen, w.cfg.StreamTTL.Milliseconds(), now.UnixMilli()}
+	for _, e := range evs {
+		env, err := BuildEnvelope(runID, threadID, e.Type, e.Payload, now)
+		if err != nil {
+			return 0, err
+		}
+		args = append(args, e.OnceKey, e.Type, env)
+	}
+	n, err := w.onceBatch.Run(ctx, w.rdb, []string{w.cfg.RunKey(runID), w.cfg.onceKey(runID)}, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("append %d events to run %s: %w", len(evs), runID, err)
+	}
+	return n, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -233,5 +234,40 @@ func TestNotifyQueueAppendsShortExpiringStream(t *testing.T) {
 	last, _ := rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
 	if len(last) != 1 || last[0].Values["payload"] != `{"i":499,"request_id":"q"}` {
 		t.Errorf("last notice = %v", last)
+	}
+}
+
+func TestAppendOnceBatchKeepsOrderAndAppendsKeyedEventsOnce(t *testing.T) {
+	t.Parallel()
+	rdb, prefix := redistest.New(t)
+	ctx := context.Background()
+	w := NewWriter(rdb, Config{Prefix: prefix})
+	evs := []OnceEvent{
+		{Type: EventCustom, Payload: map[string]string{"name": "yuxi.message_final"}},
+		{OnceKey: "interrupt", Type: EventInterrupt, Payload: map[string]string{"reason": "cancelled"}},
+		{OnceKey: "end", Type: EventEnd, Payload: map[string]string{"status": "cancelled"}},
+	}
+	if n, err := w.AppendOnceBatch(ctx, "r", "t", evs); err != nil || n != 3 {
+		t.Fatalf("first batch: %d %v", n, err)
+	}
+	if n, err := w.AppendOnceBatch(ctx, "r", "t", evs[1:]); err != nil || n != 0 {
+		t.Fatalf("repeated keyed events were appended again: %d %v", n, err)
+	}
+	if _, appended, err := w.AppendOnce(ctx, "r", "t", "end", EventEnd, nil); err != nil || appended {
+		t.Fatalf("AppendOnce must see the batch's keys: %v %v", appended, err)
+	}
+	msgs, err := rdb.XRange(ctx, prefix+"run:events:r", "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, m := range msgs {
+		types = append(types, m.Values["event_type"].(string))
+	}
+	if got := strings.Join(types, ","); got != "custom,interrupt,end" {
+		t.Fatalf("stream: %s", got)
+	}
+	if ttl := rdb.PTTL(ctx, prefix+"run:events:r").Val(); ttl <= 0 {
+		t.Errorf("stream has no TTL: %v", ttl)
 	}
 }

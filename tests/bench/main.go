@@ -23,6 +23,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -53,8 +54,22 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	only := fs.String("only", "1,2,3,4", "comma-separated figures to run")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	selected := strings.Split(*only, ",")
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)

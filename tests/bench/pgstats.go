@@ -173,23 +173,19 @@ func (t *commitCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d p
 		s = &txState{}
 		t.conns[conn] = s
 	}
-	sql := normalizeSQL(d.SQL)
+	t.classifyLocked(s, normalizeSQL(d.SQL), false)
+	return ctx
+}
+
+// classifyLocked folds one statement into conn state s. In a batch without
+// BEGIN the statements share one implicit transaction, closed by TraceBatchEnd.
+func (t *commitCounter) classifyLocked(s *txState, sql string, inBatch bool) {
+	asyncConfig := strings.Contains(sql, "SET_CONFIG('SYNCHRONOUS_COMMIT', 'OFF'")
 	switch word, _, _ := strings.Cut(sql, " "); word {
 	case "BEGIN", "START":
 		*s = txState{inTx: true}
 	case "COMMIT", "END":
-		if t.on {
-			switch {
-			case !s.wrote:
-				t.counts.readOnly++
-			case s.ack:
-				t.counts.ack++
-			case s.async:
-				t.counts.async++
-			default:
-				t.counts.durable++
-			}
-		}
+		t.countLocked(s)
 		*s = txState{}
 	case "ROLLBACK", "ABORT":
 		if t.on {
@@ -202,20 +198,79 @@ func (t *commitCounter) TraceQueryStart(ctx context.Context, conn *pgx.Conn, d p
 		}
 	default:
 		w := isWrite(sql)
-		if s.inTx {
+		if s.inTx || inBatch {
 			s.wrote = s.wrote || w
+			s.async = s.async || asyncConfig
 			s.ack = s.ack || strings.Contains(sql, "UPDATE OUTBOX SET PUBLISHED_AT")
-			return ctx
+			return
 		}
 		if t.on { // an implicit single-statement transaction
-			if w {
+			switch {
+			case w && asyncConfig:
+				t.counts.async++
+			case w:
 				t.counts.durable++
-			} else {
+			default:
 				t.counts.readOnly++
 			}
 		}
 	}
-	return ctx
+}
+
+func (t *commitCounter) countLocked(s *txState) {
+	if !t.on {
+		return
+	}
+	switch {
+	case !s.wrote:
+		t.counts.readOnly++
+	case s.ack:
+		t.counts.ack++
+	case s.async:
+		t.counts.async++
+	default:
+		t.counts.durable++
+	}
+}
+
+type batchKey struct{}
+
+// TraceBatchStart implements pgx.BatchTracer: a batch is one round trip.
+func (t *commitCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.conns[conn]
+	if s == nil {
+		s = &txState{}
+		t.conns[conn] = s
+	}
+	// A batch opened outside a transaction runs in an implicit one.
+	return context.WithValue(context.WithValue(ctx, startedKey{}, time.Now()), batchKey{}, !s.inTx)
+}
+
+// TraceBatchQuery implements pgx.BatchTracer.
+func (t *commitCounter) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, d pgx.TraceBatchQueryData) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	implicit, _ := ctx.Value(batchKey{}).(bool)
+	t.classifyLocked(t.conns[conn], normalizeSQL(d.SQL), implicit)
+}
+
+// TraceBatchEnd implements pgx.BatchTracer: it closes an implicit
+// transaction (a batch that did not leave an explicit one open).
+func (t *commitCounter) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, _ pgx.TraceBatchEndData) {
+	t.mu.Lock()
+	s := t.conns[conn]
+	if implicit, _ := ctx.Value(batchKey{}).(bool); implicit && s != nil && !s.inTx {
+		if s.wrote {
+			t.countLocked(s)
+		} else if t.on {
+			t.counts.readOnly++
+		}
+		*s = txState{}
+	}
+	t.mu.Unlock()
+	t.waitedSince(ctx)
 }
 
 // TraceQueryEnd implements pgx.QueryTracer.

@@ -41,6 +41,7 @@ type Models interface {
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
 	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
+	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 	NewBatcher(runID, threadID string, flushEvery time.Duration, maxChars int) *runstream.Batcher
 	WatchCancel(ctx context.Context, runID string) (<-chan struct{}, func())
 }
@@ -137,9 +138,7 @@ func (s *step) execute(ctx context.Context) error {
 	if r.Status == run.StatusCancelRequested {
 		return s.finish(ctx, run.Finish{Status: run.StatusCancelled, ErrorType: "cancelled", ErrorMessage: "the run was cancelled"})
 	}
-	if steer, err := h.runs.HasPendingSteer(ctx, r); err != nil {
-		return s.release(ctx, err)
-	} else if steer {
+	if s.claim.Steer {
 		// A steer request waits: end this run at the model boundary as completed;
 		// the dispatcher then runs the steer request on the same transcript.
 		return s.finish(ctx, run.Finish{Status: run.StatusCompleted})
@@ -148,17 +147,11 @@ func (s *step) execute(ctx context.Context) error {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "max_execution_steps_exceeded",
 			ErrorMessage: fmt.Sprintf("the run reached max_execution_steps (%d)", max)})
 	}
-	s.announce(ctx)
-
 	model, modelID, err := h.models.ChatModel(r.Payload.ModelSpec)
 	if err != nil {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_not_available", ErrorMessage: err.Error()})
 	}
-	entries, err := run.Transcript(ctx, h.runs.Pool(), r.ConversationID)
-	if err != nil {
-		return s.release(ctx, err)
-	}
-	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, entries), Tools: toolSpecs(h.tools.Visible(r.Payload.Context.Tools))}
+	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, s.claim.Transcript), Tools: toolSpecs(h.tools.Visible(r.Payload.Context.Tools))}
 
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
@@ -174,16 +167,16 @@ func (s *step) execute(ctx context.Context) error {
 	return s.commit(ctx, started, out)
 }
 
-// announce writes the run's metadata, once per run.
-func (s *step) announce(ctx context.Context) {
-	r := s.r
-	if s.in.StepNo == 1 {
-		meta := map[string]any{"request_id": r.RequestID, "agent_slug": r.AgentSlug, "uid": r.UID, "source": r.Source,
-			"run_type": r.RunType, "created_by_run_id": r.CreatedByRunID, "subagent_slug": nil}
-		if _, _, err := s.h.stream.AppendOnce(ctx, r.ID, r.ThreadID, "metadata", runstream.EventMetadata, meta); err != nil {
-			s.h.log.Warn("append metadata", "run", r.ID, "error", err)
-		}
+// metadata is the run's first event, written once per run (keyed) ahead of
+// step 1's first tokens.
+func (s *step) metadata() *runstream.OnceEvent {
+	if s.in.StepNo != 1 {
+		return nil
 	}
+	r := s.r
+	return &runstream.OnceEvent{OnceKey: "metadata", Type: runstream.EventMetadata, Payload: map[string]any{
+		"request_id": r.RequestID, "agent_slug": r.AgentSlug, "uid": r.UID, "source": r.Source,
+		"run_type": r.RunType, "created_by_run_id": r.CreatedByRunID, "subagent_slug": nil}}
 }
 
 // retryMarker tells clients that the step starts over: every message of the
@@ -253,10 +246,13 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			s.retryMarker(ctx, msgID, "step restarted after an interrupted attempt")
 		}
 		b := h.stream.NewBatcher(r.ID, r.ThreadID, h.cfg.FlushEvery, 512)
+		if m := s.metadata(); m != nil {
+			b.Lead(*m)
+		}
 		deltas := 0
 		resp, err := model.Stream(streamCtx, req, func(d llm.Delta) error {
 			deltas++
-			if deltas == 3 {
+			if deltas == 6 { // far enough in that batches have reached the stream
 				h.crash("step.streaming")
 			}
 			return s.forward(streamCtx, b, msgID, d)
@@ -317,16 +313,16 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		return s.release(ctx, err)
 	}
 	h.crash("step.after_commit")
-	final := map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
+	final := runstream.OnceEvent{Type: runstream.EventCustom, Payload: map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
 		"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "message_final", "message_id": out.streamMessageID,
-		"db_message_id": res.MessageID, "step_no": s.in.StepNo, "tool_call_count": len(calls)}}
-	if _, err := h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom, final); err != nil {
-		h.log.Warn("append message_final", "run", r.ID, "error", err)
-	}
+		"db_message_id": res.MessageID, "step_no": s.in.StepNo, "tool_call_count": len(calls)}}}
 	if res.Outcome == run.OutcomeTools {
+		if _, err := h.stream.AppendOnceBatch(ctx, r.ID, r.ThreadID, []runstream.OnceEvent{final}); err != nil {
+			h.log.Warn("append message_final", "run", r.ID, "error", err)
+		}
 		return nil
 	}
-	return endStream(ctx, h.stream, h.runs.Pool(), res.Run, h.log)
+	return endStream(ctx, h.stream, h.runs.Pool(), res.Run, h.log, final)
 }
 
 // toolCalls gives every call a run-unique id: providers may repeat ids across

@@ -106,8 +106,8 @@ func toolCallChunk(r run.Run, msgID string, index int, tc llm.ToolCall) map[stri
 }
 
 // endStream writes the final events of a finished run (see run.EndEvents).
-func endStream(ctx context.Context, st Stream, db postgres.DB, r run.Run, log *slog.Logger) error {
-	err := run.EndEvents(ctx, st, db, r)
+func endStream(ctx context.Context, st Stream, db postgres.DB, r run.Run, log *slog.Logger, prelude ...runstream.OnceEvent) error {
+	err := run.EndEvents(ctx, st, db, r, prelude...)
 	if err != nil {
 		log.Warn("append end events", "run", r.ID, "error", err)
 	}

@@ -46,13 +46,13 @@ type Handler struct {
 	runs   *run.Store
 	queue  Queue
 	outbox Outbox
-	stream run.OnceAppender
+	stream run.StreamAppender
 	cfg    Config
 	log    *slog.Logger
 }
 
 // New returns the handler.
-func New(runs *run.Store, q Queue, ob Outbox, stream run.OnceAppender, cfg Config, log *slog.Logger) *Handler {
+func New(runs *run.Store, q Queue, ob Outbox, stream run.StreamAppender, cfg Config, log *slog.Logger) *Handler {
 	if cfg.QueueGrace <= 0 {
 		cfg.QueueGrace = 30 * time.Second
 	}

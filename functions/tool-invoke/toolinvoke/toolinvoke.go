@@ -37,7 +37,7 @@ type Tools interface {
 // Stream is the run event stream.
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
-	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
+	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 }
 
 // Config tunes the handler.
