@@ -258,18 +258,9 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, slug string, in 
 	}
 	var out Agent
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1 FOR UPDATE`, slug))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
+		a, err := lockManaged(ctx, tx, sub, slug, "change")
 		if err != nil {
 			return err
-		}
-		switch level(sub, a) {
-		case access.None:
-			return ErrNotFound
-		case access.Read:
-			return failure.Forbidden("agent_manage_forbidden", "you may use this agent but not change it")
 		}
 		var share any = []byte(a.ShareConfig)
 		if string(a.ShareConfig) == "null" {
@@ -313,21 +304,31 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, slug string, in 
 	return out, nil
 }
 
+// lockManaged locks the agent row for an update by sub, who must be able to
+// manage it: 404 when sub cannot see it, 403 when sub may only use it.
+func lockManaged(ctx context.Context, tx pgx.Tx, sub access.Subject, slug, verb string) (Agent, error) {
+	a, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1 FOR UPDATE`, slug))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Agent{}, ErrNotFound
+	}
+	if err != nil {
+		return Agent{}, err
+	}
+	switch level(sub, a) {
+	case access.None:
+		return Agent{}, ErrNotFound
+	case access.Read:
+		return Agent{}, failure.Forbidden("agent_manage_forbidden", "you may use this agent but not %s it", verb)
+	}
+	return a, nil
+}
+
 // Delete removes an agent sub may manage; built-in and default agents cannot be deleted (409).
 func (s *Store) Delete(ctx context.Context, sub access.Subject, slug string) error {
 	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		a, err := scanAgent(tx.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1 FOR UPDATE`, slug))
-		if errors.Is(err, pgx.ErrNoRows) {
-			return ErrNotFound
-		}
+		a, err := lockManaged(ctx, tx, sub, slug, "delete")
 		if err != nil {
 			return err
-		}
-		switch level(sub, a) {
-		case access.None:
-			return ErrNotFound
-		case access.Read:
-			return failure.Forbidden("agent_manage_forbidden", "you may use this agent but not delete it")
 		}
 		if a.IsBuiltin || a.IsDefault {
 			return failure.Conflict("agent_builtin", "the built-in default agent cannot be deleted")

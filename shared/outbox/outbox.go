@@ -55,45 +55,71 @@ type Querier interface {
 // by each event.
 func (w Writer) Write(ctx context.Context, tx Querier, pending ...Pending) ([]Row, error) {
 	out := make([]Row, 0, len(pending))
-	parent := events.TraceparentFrom(ctx)
+	for _, p := range pending {
+		ins, err := w.insert(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		row, ok, err := ins.scan(tx.QueryRow(ctx, insertSQL, ins.args...))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+const insertSQL = `
+	INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
+	VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval)
+	ON CONFLICT (dedupe_key) DO NOTHING
+	RETURNING id`
+
+// insertion is one outbox row to write: its event and the insert's arguments.
+type insertion struct {
+	ev   cloudevents.Event
+	args []any
+}
+
+// insert builds the CloudEvent for p, continuing the traceparent in ctx.
+func (w Writer) insert(ctx context.Context, p Pending) (insertion, error) {
 	claim := w.Claim
 	if claim <= 0 {
 		claim = 30 * time.Second
 	}
-	for _, p := range pending {
-		tp := events.NewTraceparent()
-		if parent != "" {
-			tp = events.ChildTraceparent(parent)
-		}
-		ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
-		if err != nil {
-			return nil, err
-		}
-		ext, err := json.Marshal(ev.Extensions())
-		if err != nil {
-			return nil, fmt.Errorf("encode extensions: %w", err)
-		}
-		var dedupe *string
-		if p.DedupeKey != "" {
-			dedupe = &p.DedupeKey
-		}
-		var id int64
-		err = tx.QueryRow(ctx, `
-			INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
-			VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval)
-			ON CONFLICT (dedupe_key) DO NOTHING
-			RETURNING id`,
-			ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String(),
-		).Scan(&id)
-		if err == pgx.ErrNoRows {
-			continue // already written by an earlier (duplicate) attempt
-		}
-		if err != nil {
-			return nil, fmt.Errorf("write outbox event %s: %w", ev.Type(), err)
-		}
-		out = append(out, Row{ID: id, Event: ev})
+	tp := events.NewTraceparent()
+	if parent := events.TraceparentFrom(ctx); parent != "" {
+		tp = events.ChildTraceparent(parent)
 	}
-	return out, nil
+	ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
+	if err != nil {
+		return insertion{}, err
+	}
+	ext, err := json.Marshal(ev.Extensions())
+	if err != nil {
+		return insertion{}, fmt.Errorf("encode extensions: %w", err)
+	}
+	var dedupe *string
+	if p.DedupeKey != "" {
+		k := p.DedupeKey
+		dedupe = &k
+	}
+	return insertion{ev: ev, args: []any{ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String()}}, nil
+}
+
+// scan reads the insert's result: ok is false when the dedupe key skipped it.
+func (in insertion) scan(row pgx.Row) (Row, bool, error) {
+	var id int64
+	err := row.Scan(&id)
+	if err == pgx.ErrNoRows {
+		return Row{}, false, nil // already written by an earlier (duplicate) attempt
+	}
+	if err != nil {
+		return Row{}, false, fmt.Errorf("write outbox event %s: %w", in.ev.Type(), err)
+	}
+	return Row{ID: id, Event: in.ev}, true, nil
 }
 
 func rowToEvent(eventID, typ, source string, subject *string, data, ext []byte) (cloudevents.Event, error) {
@@ -163,45 +189,17 @@ func (o *Outbox) Tx(ctx context.Context, pool interface {
 // batch). The written rows are appended to *rows when the batch's results
 // are read; the caller hands them to the relay after commit.
 func (w Writer) QueueWrite(ctx context.Context, b *pgx.Batch, rows *[]Row, pending ...Pending) error {
-	parent := events.TraceparentFrom(ctx)
-	claim := w.Claim
-	if claim <= 0 {
-		claim = 30 * time.Second
-	}
 	for _, p := range pending {
-		tp := events.NewTraceparent()
-		if parent != "" {
-			tp = events.ChildTraceparent(parent)
-		}
-		ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
+		ins, err := w.insert(ctx, p)
 		if err != nil {
 			return err
 		}
-		ext, err := json.Marshal(ev.Extensions())
-		if err != nil {
-			return fmt.Errorf("encode extensions: %w", err)
-		}
-		var dedupe *string
-		if p.DedupeKey != "" {
-			k := p.DedupeKey
-			dedupe = &k
-		}
-		b.Queue(`INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
-			VALUES ($1, $2, $3, NULLIF($4, ''), $5, $6, $7, now() + $8::interval)
-			ON CONFLICT (dedupe_key) DO NOTHING
-			RETURNING id`,
-			ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String(),
-		).QueryRow(func(row pgx.Row) error {
-			var id int64
-			err := row.Scan(&id)
-			if err == pgx.ErrNoRows {
-				return nil // an earlier attempt wrote it
+		b.Queue(insertSQL, ins.args...).QueryRow(func(row pgx.Row) error {
+			r, ok, err := ins.scan(row)
+			if ok {
+				*rows = append(*rows, r)
 			}
-			if err != nil {
-				return fmt.Errorf("write outbox event %s: %w", ev.Type(), err)
-			}
-			*rows = append(*rows, Row{ID: id, Event: ev})
-			return nil
+			return err
 		})
 	}
 	return nil

@@ -175,7 +175,11 @@ func interruptInfo(output *string) (kind, msg string) {
 
 // InterruptedCalls returns the calls of run id still waiting for the user.
 func InterruptedCalls(ctx context.Context, db postgres.DB, runID string) ([]ToolCall, error) {
-	rows, err := db.Query(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
+	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
+}
+
+func queryToolCalls(ctx context.Context, db postgres.DB, sql string, args ...any) ([]ToolCall, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,20 +223,7 @@ func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json
 
 // PendingToolCalls returns the calls of a run step that have not finished.
 func PendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
-	rows, err := db.Query(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []ToolCall
-	for rows.Next() {
-		t, err := scanToolCall(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	return out, rows.Err()
+	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
 }
 
 // ToolCallIDs returns the tool call ids already used in a run.

@@ -181,7 +181,7 @@ func runScenario(t *testing.T, bin string, sc scenario) {
 	}
 
 	// The queued follow-up ran after the crash too.
-	secondRun := waitDispatched(t, c2, second["request_id"].(string))
+	secondRun := c2.WaitDispatched(second["request_id"].(string), 40*time.Second)
 	if r2 := testkit.Render(c2.Collect(secondRun, 40*time.Second)); r2.EndStatus != "completed" {
 		t.Fatalf("follow-up: %+v", r2)
 	}
@@ -210,21 +210,6 @@ func trySubmit(c *testkit.Client, threadID, query, requestID string) (map[string
 		return nil, fmt.Errorf("status %d: %v", resp.StatusCode, err)
 	}
 	return out, nil
-}
-
-func waitDispatched(t *testing.T, c *testkit.Client, requestID string) string {
-	t.Helper()
-	deadline := time.Now().Add(40 * time.Second)
-	for {
-		req := c.OK("GET", "/api/agent/requests/"+requestID, nil)["request"].(map[string]any)
-		if id, ok := req["dispatched_run_id"].(string); ok && id != "" {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s never dispatched: %v", requestID, req)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int {

@@ -106,14 +106,7 @@ func TestSteerEndsTheRunAtTheNextModelBoundary(t *testing.T) {
 	th := c.Thread()
 	first := c.Submit(th, "long task", nil)
 	runID := first["run_id"].(string)
-	// Wait until the run is running (its model call is held).
-	deadline := time.Now().Add(10 * time.Second)
-	for c.OK("GET", "/api/agent/runs/"+runID, nil)["run"].(map[string]any)["status"] != "running" {
-		if time.Now().After(deadline) {
-			t.Fatal("run never started")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	c.WaitStatus(runID, "running", 10*time.Second) // its model call is held
 	steer := c.Submit(th, "stop, do this instead", map[string]any{"queue_policy": "steer"})
 	if steer["status"] != "queued" || steer["queue_position"].(float64) != 1 {
 		t.Fatalf("steer: %v", steer)
@@ -123,16 +116,8 @@ func TestSteerEndsTheRunAtTheNextModelBoundary(t *testing.T) {
 	if r.EndStatus != "completed" {
 		t.Fatalf("steered run should complete: %+v", r)
 	}
-	req := c.OK("GET", "/api/agent/requests/"+steer["request_id"].(string), nil)["request"].(map[string]any)
-	deadline = time.Now().Add(10 * time.Second)
-	for req["status"] != "dispatched" {
-		if time.Now().After(deadline) {
-			t.Fatalf("steer request not dispatched: %v", req)
-		}
-		time.Sleep(20 * time.Millisecond)
-		req = c.OK("GET", "/api/agent/requests/"+steer["request_id"].(string), nil)["request"].(map[string]any)
-	}
-	r2 := testkit.Render(c.Collect(req["dispatched_run_id"].(string), 20*time.Second))
+	steerRun := c.WaitDispatched(steer["request_id"].(string), 10*time.Second)
+	r2 := testkit.Render(c.Collect(steerRun, 20*time.Second))
 	if strings.Join(r2.Texts(), "") != "steered answer" {
 		t.Fatalf("steer run: %+v", r2)
 	}

@@ -166,7 +166,7 @@ func TestFunctionsRunAsSeparateProcessesOverCloudEvents(t *testing.T) {
 	}
 	t.Logf("resume done after %s", time.Since(start))
 	// The queued message runs after the resume completed (dispatcher, over HTTP).
-	next := waitRun(t, api, queued["request_id"].(string))
+	next := api.WaitDispatched(queued["request_id"].(string), 30*time.Second)
 	if r3 := testkit.Render(api.Collect(next, 30*time.Second)); strings.Join(r3.Texts(), "") != "echo: after" {
 		t.Fatalf("queued run: %+v", r3)
 	}
@@ -191,7 +191,7 @@ func TestFunctionsRunAsSeparateProcessesOverCloudEvents(t *testing.T) {
 	})
 	th2 := api.Thread()
 	slow := api.Submit(th2, "take your time", nil)["run_id"].(string)
-	waitStatus(t, api, slow, "running")
+	api.WaitStatus(slow, "running", 30*time.Second)
 	t.Logf("slow running after %s", time.Since(start))
 	c.procs["agent-step"].Kill()
 	close(hold)
@@ -237,32 +237,6 @@ func TestInvalidCloudEventsAreRejectedAndNeverRetried(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("%s: status %d, want 400", name, resp.StatusCode)
 		}
-	}
-}
-
-func waitRun(t *testing.T, c *testkit.Client, requestID string) string {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		req := c.OK("GET", "/api/agent/requests/"+requestID, nil)["request"].(map[string]any)
-		if id, ok := req["dispatched_run_id"].(string); ok && id != "" {
-			return id
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("request %s never dispatched: %v", requestID, req)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func waitStatus(t *testing.T, c *testkit.Client, runID, status string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for c.OK("GET", "/api/agent/runs/"+runID, nil)["run"].(map[string]any)["status"] != status {
-		if time.Now().After(deadline) {
-			t.Fatalf("run %s never became %s", runID, status)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -248,3 +248,31 @@ func (c *Client) Collect(runID string, timeout time.Duration) []Event {
 	}
 	return out
 }
+
+// WaitDispatched polls a request until it started a run and returns the run id.
+func (c *Client) WaitDispatched(requestID string, timeout time.Duration) string {
+	c.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		req := c.OK("GET", "/api/agent/requests/"+requestID, nil)["request"].(map[string]any)
+		if id, ok := req["dispatched_run_id"].(string); ok && id != "" {
+			return id
+		}
+		if time.Now().After(deadline) {
+			c.T.Fatalf("request %s not dispatched after %s: %v", requestID, timeout, req)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// WaitStatus polls a run until it has status.
+func (c *Client) WaitStatus(runID, status string, timeout time.Duration) {
+	c.T.Helper()
+	deadline := time.Now().Add(timeout)
+	for c.OK("GET", "/api/agent/runs/"+runID, nil)["run"].(map[string]any)["status"] != status {
+		if time.Now().After(deadline) {
+			c.T.Fatalf("run %s not %s after %s", runID, status, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
