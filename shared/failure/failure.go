@@ -14,17 +14,18 @@ import (
 type Kind int
 
 const (
-	KindInternal      Kind = iota // 500
-	KindInvalid                   // 400: malformed input
-	KindUnauthorized              // 401
-	KindForbidden                 // 403
-	KindNotFound                  // 404
-	KindConflict                  // 409
-	KindTooLarge                  // 413
-	KindUnprocessable             // 422: well-formed but not acceptable
-	KindLocked                    // 423
-	KindTooMany                   // 429
-	KindUnavailable               // 503
+	KindInternal         Kind = iota // 500
+	KindInvalid                      // 400: malformed input
+	KindUnauthorized                 // 401
+	KindForbidden                    // 403
+	KindNotFound                     // 404
+	KindConflict                     // 409
+	KindTooLarge                     // 413
+	KindUnprocessable                // 422: well-formed but not acceptable
+	KindLocked                       // 423
+	KindTooMany                      // 429
+	KindUnavailable                  // 503
+	KindUnsupportedMedia             // 415
 )
 
 // Error is a coded domain error. Details, when set, are returned to the client
