@@ -1,0 +1,86 @@
+package keyword
+
+import (
+	"encoding/binary"
+	"errors"
+	"slices"
+	"strings"
+)
+
+// A term vector is a document's distinct terms with their frequencies. It is
+// stored with the document (keyword_docs.terms) so that removing a document
+// deletes exactly its postings by primary key, and so that a cache loads an
+// index with one row per document instead of one row per posting.
+//
+// Encoding (bytea), terms in ascending byte order:
+//
+//	repeated { uvarint len(term) | term bytes | uvarint tf }
+type termTF struct {
+	term string
+	tf   int
+}
+
+// maxTF bounds a stored term frequency (the cache keeps it in 16 bits).
+const maxTF = 1<<16 - 1
+
+var errBadVector = errors.New("keyword: corrupt term vector")
+
+// preparedDoc is a document analysed for Apply.
+type preparedDoc struct {
+	id     string
+	length int // number of terms, counting repeats: BM25's document length
+	terms  []termTF
+	vector []byte
+}
+
+func prepareDoc(an Analyzer, d Doc) preparedDoc {
+	terms := an.Terms(d.Text)
+	length := len(terms)
+	slices.Sort(terms)
+	vec := make([]termTF, 0, len(terms)/2+1)
+	for i := 0; i < len(terms); {
+		j := i + 1
+		for j < len(terms) && terms[j] == terms[i] {
+			j++
+		}
+		// Clone: analyzer terms may be substrings of a large text, which
+		// should not be kept alive by the few terms that outlive Apply.
+		vec = append(vec, termTF{term: strings.Clone(terms[i]), tf: min(j-i, maxTF)})
+		i = j
+	}
+	return preparedDoc{id: d.ID, length: length, terms: vec, vector: encodeVector(vec)}
+}
+
+func encodeVector(v []termTF) []byte {
+	n := 0
+	for _, t := range v {
+		n += len(t.term) + 2*binary.MaxVarintLen16
+	}
+	b := make([]byte, 0, n)
+	for _, t := range v {
+		b = binary.AppendUvarint(b, uint64(len(t.term)))
+		b = append(b, t.term...)
+		b = binary.AppendUvarint(b, uint64(t.tf))
+	}
+	return b
+}
+
+// decodeVector calls fn for each term of an encoded vector. The term slice
+// aliases b and is only valid during the call.
+func decodeVector(b []byte, fn func(term []byte, tf int)) error {
+	for len(b) > 0 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || uint64(len(b)-k) < n {
+			return errBadVector
+		}
+		term := b[k : k+int(n)]
+		b = b[k+int(n):]
+		tf, k := binary.Uvarint(b)
+		if k <= 0 {
+			return errBadVector
+		}
+		b = b[k:]
+		fn(term, int(min(tf, maxTF)))
+	}
+	return nil
+}
