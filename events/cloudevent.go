@@ -45,12 +45,19 @@ func New(source, id string, p Payload, traceparent string) (cloudevents.Event, e
 	return ev, nil
 }
 
-// Decode strictly decodes data into a payload of type T: unknown fields are an error.
-// Schema validation is the receiver's job (see shared/faas).
+// Lenient is implemented by payloads another party defines (cloud storage
+// events): Decode then ignores fields the struct does not declare.
+type Lenient interface{ AllowUnknownFields() }
+
+// Decode strictly decodes data into a payload of type T: unknown fields are
+// an error, except for Lenient payloads. Schema validation is the receiver's
+// job (see shared/faas).
 func Decode[T Payload](data []byte) (T, error) {
 	var p T
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
+	if _, lenient := any(p).(Lenient); !lenient {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(&p); err != nil {
 		return p, fmt.Errorf("decode %s: %w", p.EventType(), err)
 	}

@@ -28,6 +28,18 @@ const (
 	// TypeKnativePing is the fixed type of a Knative PingSource event; the
 	// dispatcher treats it as TypeSweepRequested.
 	TypeKnativePing = "dev.knative.sources.ping"
+
+	// TypeDocumentUploaded asks doc-parse to turn a stored file into Markdown.
+	TypeDocumentUploaded = "io.yuxi.document.uploaded.v1"
+	// TypeDocumentParsed asks kb-index to chunk, embed and index a parsed file.
+	TypeDocumentParsed = "io.yuxi.document.parsed.v1"
+	// TypeBucketObjectChanged: an object was created or deleted in a bucket
+	// bound to knowledge bases (decoded from S3/MinIO/GCS notifications).
+	TypeBucketObjectChanged = "io.yuxi.bucket.object.changed.v1"
+
+	// External types doc-parse accepts directly from cloud event routers.
+	TypeGCSObjectFinalized = "google.cloud.storage.object.v1.finalized"
+	TypeGCSObjectDeleted   = "google.cloud.storage.object.v1.deleted"
 )
 
 // CloudEvents extension attribute names.
@@ -83,6 +95,57 @@ type RunFinished struct {
 func (RunFinished) EventType() string               { return TypeRunFinished }
 func (e RunFinished) Correlation() (string, string) { return e.RunID, e.ThreadID }
 
+// DocumentUploaded: file FileID of knowledge base KBID is stored and waits to be parsed.
+type DocumentUploaded struct {
+	KBID   string `json:"kb_id"`
+	FileID string `json:"file_id"`
+}
+
+func (DocumentUploaded) EventType() string { return TypeDocumentUploaded }
+
+// DocumentParsed: file FileID of knowledge base KBID has Markdown and waits to be indexed.
+type DocumentParsed struct {
+	KBID   string `json:"kb_id"`
+	FileID string `json:"file_id"`
+}
+
+func (DocumentParsed) EventType() string { return TypeDocumentParsed }
+
+// BucketObjectChanged: Op ("created" | "deleted") happened to Key in Bucket.
+// Version (an S3 version id or ETag, a GCS generation) tells repeated
+// notifications of the same object version apart from new versions.
+type BucketObjectChanged struct {
+	Provider string `json:"provider"`
+	Bucket   string `json:"bucket"`
+	Key      string `json:"key"`
+	Size     int64  `json:"size"`
+	ETag     string `json:"etag,omitempty"`
+	Version  string `json:"version,omitempty"`
+	Op       string `json:"op"`
+	Time     string `json:"time,omitempty"`
+}
+
+func (BucketObjectChanged) EventType() string { return TypeBucketObjectChanged }
+
+// GCSObject is the data of Google Cloud Storage object events (the object
+// resource; only the fields the platform reads are declared, the others are
+// ignored: Google adds fields over time).
+type GCSObject struct {
+	Bucket      string `json:"bucket"`
+	Name        string `json:"name"`
+	Generation  string `json:"generation,omitempty"`
+	Size        string `json:"size,omitempty"`
+	ContentType string `json:"contentType,omitempty"`
+	ETag        string `json:"etag,omitempty"`
+	Updated     string `json:"updated,omitempty"`
+}
+
+// EventType is the finalized type; the deleted type shares the payload.
+func (GCSObject) EventType() string { return TypeGCSObjectFinalized }
+
+// AllowUnknownFields marks a payload defined by another party.
+func (GCSObject) AllowUnknownFields() {}
+
 // SweepRequested: a scheduled tick; Reason is informational ("schedule", "startup").
 type SweepRequested struct {
 	Reason string `json:"reason,omitempty"`
@@ -103,13 +166,19 @@ func Schema(eventType string) ([]byte, error) {
 }
 
 var schemaNames = map[string]string{
-	TypeStepReady:         "agent.step.ready.v1.json",
-	TypeToolCallRequested: "tool.call.requested.v1.json",
-	TypeRunFinished:       "run.finished.v1.json",
-	TypeSweepRequested:    "dispatcher.sweep.requested.v1.json",
+	TypeStepReady:           "agent.step.ready.v1.json",
+	TypeToolCallRequested:   "tool.call.requested.v1.json",
+	TypeRunFinished:         "run.finished.v1.json",
+	TypeSweepRequested:      "dispatcher.sweep.requested.v1.json",
+	TypeDocumentUploaded:    "document.uploaded.v1.json",
+	TypeDocumentParsed:      "document.parsed.v1.json",
+	TypeBucketObjectChanged: "bucket.object.changed.v1.json",
+	TypeGCSObjectFinalized:  "gcs.object.v1.json",
+	TypeGCSObjectDeleted:    "gcs.object.v1.json",
 }
 
 // Types lists every event type this package defines a payload for.
 func Types() []string {
-	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested}
+	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested,
+		TypeDocumentUploaded, TypeDocumentParsed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted}
 }
