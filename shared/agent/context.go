@@ -33,12 +33,13 @@ type Context struct {
 	SystemPrompt      *string                    `json:"system_prompt,omitempty"`
 	Model             *string                    `json:"model,omitempty"`
 	Tools             []string                   `json:"tools,omitempty"`
+	Knowledges        []string                   `json:"knowledges,omitempty"`
 	MaxExecutionSteps *int                       `json:"max_execution_steps,omitempty"`
 	ModelRetryTimes   *int                       `json:"model_retry_times,omitempty"`
 	Extra             map[string]json.RawMessage `json:"-"`
 }
 
-var knownContextFields = []string{"system_prompt", "model", "tools", "max_execution_steps", "model_retry_times"}
+var knownContextFields = []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times"}
 
 // UnmarshalJSON keeps unknown fields in Extra.
 func (c *Context) UnmarshalJSON(b []byte) error {
@@ -84,7 +85,8 @@ func (c Context) MarshalJSON() ([]byte, error) {
 type Resolved struct {
 	SystemPrompt      string   `json:"system_prompt"`
 	Model             string   `json:"model"`
-	Tools             []string `json:"tools"` // nil: every available tool
+	Tools             []string `json:"tools"`      // nil: every available tool
+	Knowledges        []string `json:"knowledges"` // nil: every knowledge base the user may read
 	MaxExecutionSteps int      `json:"max_execution_steps"`
 	ModelRetryTimes   int      `json:"model_retry_times"`
 }
@@ -96,6 +98,7 @@ func (c Context) Resolve() Resolved {
 		MaxExecutionSteps: DefaultMaxExecutionSteps,
 		ModelRetryTimes:   DefaultModelRetryTimes,
 		Tools:             c.Tools,
+		Knowledges:        c.Knowledges,
 	}
 	if c.SystemPrompt != nil {
 		r.SystemPrompt = *c.SystemPrompt
@@ -134,6 +137,11 @@ func (c Context) Validate(knownTool func(name string) bool) error {
 			if !knownTool(t) {
 				return failure.Unprocessable("invalid_context", "unknown tool %q", t)
 			}
+		}
+	}
+	for _, k := range c.Knowledges {
+		if k == "" || len(k) > 128 {
+			return failure.Unprocessable("invalid_context", "knowledges must list knowledge base ids")
 		}
 	}
 	if len(c.Tools) != len(uniq(c.Tools)) {
@@ -178,6 +186,7 @@ func Items(toolOptions []Option, admin bool) []Item {
 		{Key: "system_prompt", Name: "System prompt", Description: "Instructions the model receives before the conversation.", Type: "str", Kind: "prompt", Default: DefaultSystemPrompt},
 		{Key: "model", Name: "Model", Description: "Chat model as provider_id:model_id; empty uses the system default.", Type: "str", Kind: "llm", Default: ""},
 		{Key: "tools", Name: "Tools", Description: "Tools the agent may call; empty enables every available tool. ask_user_question and mark_for_improvement are always available.", Type: "list", Kind: "tools", Default: []string{}, Options: toolOptions},
+		{Key: "knowledges", Name: "Knowledge bases", Description: "Knowledge bases the agent may search (kb ids); empty means every knowledge base the user may read.", Type: "list", Kind: "knowledges", Default: []string{}},
 		{Key: "max_execution_steps", Name: "Max execution steps", Description: "Upper bound on model turns in one run.", Type: "int", Kind: "number", Default: DefaultMaxExecutionSteps, Min: &one, Max: &maxSteps, AdminOnly: true},
 		{Key: "model_retry_times", Name: "Model retry times", Description: "How often a failed model call is retried.", Type: "int", Kind: "number", Default: DefaultModelRetryTimes, Min: &zero, Max: &maxRetry, AdminOnly: true},
 	}

@@ -51,7 +51,10 @@ func TestContextRoundTripKeepsUnknownFields(t *testing.T) {
 	if *c.SystemPrompt != "be brief" || *c.Model != "openai:gpt-4o" || len(c.Tools) != 1 || *c.MaxExecutionSteps != 7 || *c.ModelRetryTimes != 0 {
 		t.Fatalf("known fields: %+v", c)
 	}
-	wantExtra := []string{"knowledges", "mcps", "skills", "preload_skills", "tool_approval_mode", "summary_threshold", "subagents"}
+	if len(c.Knowledges) != 2 || c.Knowledges[0] != "kb_1" {
+		t.Fatalf("knowledges: %v", c.Knowledges)
+	}
+	wantExtra := []string{"mcps", "skills", "preload_skills", "tool_approval_mode", "summary_threshold", "subagents"}
 	if len(c.Extra) != len(wantExtra) {
 		t.Fatalf("Extra has %d keys, want %d: %v", len(c.Extra), len(wantExtra), c.Extra)
 	}
@@ -60,14 +63,14 @@ func TestContextRoundTripKeepsUnknownFields(t *testing.T) {
 			t.Errorf("Extra lost %q", k)
 		}
 	}
-	for _, k := range []string{"system_prompt", "model", "tools", "max_execution_steps", "model_retry_times"} {
+	for _, k := range []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times"} {
 		if _, ok := c.Extra[k]; ok {
 			t.Errorf("known field %q also in Extra", k)
 		}
 	}
 	// Each unknown value is kept byte for byte as it came in.
-	if got := string(c.Extra["knowledges"]); got != `["kb_1", "kb_2"]` {
-		t.Errorf("knowledges raw = %s", got)
+	if got := string(c.Extra["mcps"]); got != `["github"]` {
+		t.Errorf("mcps raw = %s", got)
 	}
 	if got := string(c.Extra["preload_skills"]); got != `null` {
 		t.Errorf("an explicit null must be kept, got %s", got)
@@ -128,8 +131,8 @@ func TestContextUnmarshalRejectsWrongTypes(t *testing.T) {
 
 func TestParseContext(t *testing.T) {
 	t.Parallel()
-	c, err := agent.ParseContext(json.RawMessage(`{"context": {"model": "p:m", "knowledges": [1]}, "other": true}`))
-	if err != nil || *c.Model != "p:m" || string(c.Extra["knowledges"]) != `[1]` {
+	c, err := agent.ParseContext(json.RawMessage(`{"context": {"model": "p:m", "mcps": [1]}, "other": true}`))
+	if err != nil || *c.Model != "p:m" || string(c.Extra["mcps"]) != `[1]` {
 		t.Fatalf("ParseContext = %+v, %v", c, err)
 	}
 	for _, doc := range []string{``, `{}`, `{"context": null}`} {
@@ -157,7 +160,7 @@ func TestResolveAppliesDefaults(t *testing.T) {
 	}
 
 	set := agent.Context{SystemPrompt: ptr(""), Model: ptr("p:m"), Tools: []string{"t1"}, MaxExecutionSteps: ptr(3), ModelRetryTimes: ptr(0),
-		Extra: map[string]json.RawMessage{"knowledges": json.RawMessage(`[]`)}}.Resolve()
+		Extra: map[string]json.RawMessage{"mcps": json.RawMessage(`[]`)}}.Resolve()
 	want = agent.Resolved{SystemPrompt: "", Model: "p:m", Tools: []string{"t1"}, MaxExecutionSteps: 3, ModelRetryTimes: 0}
 	if !reflect.DeepEqual(set, want) {
 		t.Fatalf("explicit values (including empty prompt and zero retries) must win: %+v", set)
@@ -179,7 +182,7 @@ func TestValidate(t *testing.T) {
 		{"lower bounds", agent.Context{MaxExecutionSteps: ptr(1), ModelRetryTimes: ptr(0)}, known, ""},
 		{"empty model means system default", agent.Context{Model: ptr("")}, known, ""},
 		{"model id with colons", agent.Context{Model: ptr("openrouter:meta/llama:free")}, known, ""},
-		{"unknown extra fields are not validated", agent.Context{Extra: map[string]json.RawMessage{"knowledges": json.RawMessage(`"junk"`)}}, known, ""},
+		{"unknown extra fields are not validated", agent.Context{Extra: map[string]json.RawMessage{"mcps": json.RawMessage(`"junk"`)}}, known, ""},
 		{"tool check skipped without a checker", agent.Context{Tools: []string{"anything"}}, nil, ""},
 
 		{"prompt too long", agent.Context{SystemPrompt: ptr(strings.Repeat("x", 100_001))}, known, "system_prompt"},
@@ -224,11 +227,11 @@ func TestItemsFilterByRole(t *testing.T) {
 		return k
 	}
 	admin := agent.Items(opts, true)
-	if got := keys(admin); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "max_execution_steps", "model_retry_times"}) {
+	if got := keys(admin); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times"}) {
 		t.Fatalf("admin items = %v", got)
 	}
 	user := agent.Items(opts, false)
-	if got := keys(user); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools"}) {
+	if got := keys(user); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges"}) {
 		t.Fatalf("user items = %v", got)
 	}
 	for _, it := range user {
@@ -254,7 +257,7 @@ func TestItemsFilterByRole(t *testing.T) {
 		t.Errorf("system_prompt item = %+v", p)
 	}
 	// Filtering for a user must not disturb a later admin listing.
-	if again := agent.Items(opts, true); len(again) != 5 {
+	if again := agent.Items(opts, true); len(again) != 6 {
 		t.Fatalf("admin items after a user listing: %v", keys(again))
 	}
 }

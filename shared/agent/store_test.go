@@ -136,7 +136,7 @@ func TestCreateAgent(t *testing.T) {
 		t.Fatalf("created = %+v", a)
 	}
 	c, _ := a.Context()
-	if *c.Model != "p:m" || string(c.Extra["knowledges"]) != `["kb1"]` {
+	if *c.Model != "p:m" || len(c.Knowledges) != 1 || c.Knowledges[0] != "kb1" {
 		t.Fatalf("stored context = %+v", c)
 	}
 	var storedName, storedBy string

@@ -69,6 +69,12 @@ func (c Config) QueueKey(threadID string) string {
 	return c.withDefaults().Prefix + "queue:events:" + threadID
 }
 
+// KBKey is knowledge base kbID's stream of file status changes:
+// {prefix}kb:events:{kb_id}.
+func (c Config) KBKey(kbID string) string {
+	return c.withDefaults().Prefix + "kb:events:" + kbID
+}
+
 // CancelKey is the cancel flag of run runID: {prefix}run:cancel:{run_id}.
 func (c Config) CancelKey(runID string) string {
 	return c.withDefaults().Prefix + "run:cancel:" + runID

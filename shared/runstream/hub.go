@@ -112,6 +112,9 @@ func (h *Hub) RunKey(runID string) string { return h.cfg.RunKey(runID) }
 // QueueKey is Config.QueueKey with this hub's prefix.
 func (h *Hub) QueueKey(threadID string) string { return h.cfg.QueueKey(threadID) }
 
+// KBKey is the key of knowledge base kbID's file status stream.
+func (h *Hub) KBKey(kbID string) string { return h.cfg.KBKey(kbID) }
+
 // Stats returns the hub's counters.
 func (h *Hub) Stats() HubStats {
 	h.mu.Lock()

@@ -221,25 +221,34 @@ func (w *Writer) AppendOnce(ctx context.Context, runID, threadID, onceKey, event
 // so the payload is a hint, not a source of truth. The stream is short (MAXLEN
 // ~100) and expires after StreamTTL.
 func (w *Writer) NotifyQueue(ctx context.Context, threadID string, payload any) (string, error) {
+	return w.notify(ctx, w.cfg.QueueKey(threadID), "queue", payload)
+}
+
+// NotifyKB appends a file status change to knowledge base kbID's stream
+// (short, expiring like the queue streams); the KB events SSE serves it.
+func (w *Writer) NotifyKB(ctx context.Context, kbID string, payload any) (string, error) {
+	return w.notify(ctx, w.cfg.KBKey(kbID), "file_status", payload)
+}
+
+func (w *Writer) notify(ctx context.Context, key, event string, payload any) (string, error) {
 	raw, err := marshalPayload(payload)
 	if err != nil {
-		return "", fmt.Errorf("encode queue notice of thread %s: %w", threadID, err)
+		return "", fmt.Errorf("encode notice for %s: %w", key, err)
 	}
 	now := time.Now()
-	key := w.cfg.QueueKey(threadID)
 	var add *redis.StringCmd
 	_, err = w.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		add = p.XAdd(ctx, &redis.XAddArgs{
 			Stream: key,
 			MaxLen: queueStreamMaxLen,
 			Approx: true,
-			Values: []any{fieldEventType, "queue", fieldPayload, []byte(raw), fieldTS, strconv.FormatInt(now.UnixMilli(), 10)},
+			Values: []any{fieldEventType, event, fieldPayload, []byte(raw), fieldTS, strconv.FormatInt(now.UnixMilli(), 10)},
 		})
 		p.PExpire(ctx, key, w.cfg.StreamTTL)
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("notify queue of thread %s: %w", threadID, err)
+		return "", fmt.Errorf("notify %s: %w", key, err)
 	}
 	return add.Val(), nil
 }

@@ -1,0 +1,145 @@
+package kb
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// Removed lists what a deletion left for the object and vector stores.
+type Removed struct {
+	Files      []File
+	ChunkIDs   []string
+	ObjectKeys []string // originals, Markdown and images to delete from the object store
+}
+
+// DeleteFiles deletes files (and, recursively, folders) of kbID in tx: their
+// chunks leave the keyword index in the same transaction and their vectors are
+// owed to the vector store (knowledge_vector_deletes). The caller deletes the
+// returned objects and vectors after commit.
+func DeleteFiles(ctx context.Context, tx pgx.Tx, kw KeywordWriter, kbID string, fileIDs []string) (Removed, error) {
+	var out Removed
+	if len(fileIDs) == 0 {
+		return out, nil
+	}
+	files, err := queryFiles(ctx, tx, `WITH RECURSIVE tree AS (
+			SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND file_id = ANY($2)
+			UNION SELECT f.file_id FROM knowledge_files f JOIN tree t ON f.parent_id = t.file_id WHERE f.kb_id = $1)
+		SELECT `+fileCols+` FROM knowledge_files WHERE file_id IN (SELECT file_id FROM tree) FOR UPDATE`, kbID, fileIDs)
+	if err != nil {
+		return out, err
+	}
+	found := map[string]bool{}
+	ids := make([]string, 0, len(files))
+	for _, f := range files {
+		found[f.FileID] = true
+		ids = append(ids, f.FileID)
+		if f.ObjectKey != nil && f.Source == "upload" {
+			out.ObjectKeys = append(out.ObjectKeys, *f.ObjectKey)
+		}
+		if f.MarkdownKey != nil {
+			out.ObjectKeys = append(out.ObjectKeys, *f.MarkdownKey)
+		}
+	}
+	for _, id := range fileIDs {
+		if !found[id] {
+			return out, failure.NotFound("file_not_found", "file %s not found in this knowledge base", id)
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT chunk_id FROM knowledge_chunks WHERE file_id = ANY($1)`, ids)
+	if err != nil {
+		return out, err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return out, err
+		}
+		out.ChunkIDs = append(out.ChunkIDs, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	imgs, err := tx.Query(ctx, `SELECT object_key FROM knowledge_images WHERE file_id = ANY($1)`, ids)
+	if err != nil {
+		return out, err
+	}
+	for imgs.Next() {
+		var k string
+		if err := imgs.Scan(&k); err != nil {
+			imgs.Close()
+			return out, err
+		}
+		out.ObjectKeys = append(out.ObjectKeys, k)
+	}
+	imgs.Close()
+	if len(out.ChunkIDs) > 0 {
+		if err := kw.Apply(ctx, tx, kbID, out.ChunkIDs, nil); err != nil {
+			return out, fmt.Errorf("update keyword index: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`,
+			kbID, out.ChunkIDs); err != nil {
+			return out, err
+		}
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_files WHERE file_id = ANY($1)`, ids); err != nil {
+		return out, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, kbID); err != nil {
+		return out, err
+	}
+	out.Files = files
+	return out, nil
+}
+
+// VectorDeleter deletes vectors by id.
+type VectorDeleter interface {
+	Delete(ctx context.Context, collection string, ids []string) error
+}
+
+// FlushVectorDeletes applies the vector deletions owed for kbID ("" for
+// every KB) — after the transactions that recorded them committed — and
+// forgets them. Safe to run concurrently and repeatedly; the sweep runs it for
+// deletions a crash left behind.
+func FlushVectorDeletes(ctx context.Context, db postgres.DB, vs VectorDeleter, kbID string) (int, error) {
+	rows, err := db.Query(ctx, `SELECT kb_id, chunk_id FROM knowledge_vector_deletes WHERE $1 = '' OR kb_id = $1 LIMIT 5000`, kbID)
+	if err != nil {
+		return 0, err
+	}
+	byKB := map[string][]string{}
+	for rows.Next() {
+		var k, c string
+		if err := rows.Scan(&k, &c); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		byKB[k] = append(byKB[k], c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for k, ids := range byKB {
+		var exists bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_bases WHERE kb_id = $1)`, k).Scan(&exists); err != nil {
+			return n, err
+		}
+		if exists {
+			if err := vs.Delete(ctx, k, ids); err != nil {
+				return n, fmt.Errorf("delete %d vectors of %s: %w", len(ids), k, err)
+			}
+		}
+		if _, err := db.Exec(ctx, `DELETE FROM knowledge_vector_deletes WHERE kb_id = $1 AND chunk_id = ANY($2)`, k, ids); err != nil {
+			return n, err
+		}
+		n += len(ids)
+	}
+	return n, nil
+}

@@ -1,0 +1,464 @@
+package kb
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// File statuses.
+const (
+	StatusUploaded      = "uploaded"
+	StatusParsing       = "parsing"
+	StatusParsed        = "parsed"
+	StatusErrorParsing  = "error_parsing"
+	StatusIndexing      = "indexing"
+	StatusIndexed       = "indexed"
+	StatusErrorIndexing = "error_indexing"
+)
+
+// File is a knowledge_files row.
+type File struct {
+	FileID           string          `json:"file_id"`
+	KBID             string          `json:"kb_id"`
+	ParentID         *string         `json:"parent_id"`
+	Filename         string          `json:"filename"`
+	OriginalFilename string          `json:"original_filename"`
+	FileType         string          `json:"file_type"`
+	ObjectKey        *string         `json:"-"`
+	MarkdownKey      *string         `json:"-"`
+	ContentHash      *string         `json:"content_hash"`
+	FileSize         *int64          `json:"file_size"`
+	ContentType      *string         `json:"content_type"`
+	Status           string          `json:"status"`
+	ErrorMessage     *string         `json:"error_message"`
+	ChunkCount       int             `json:"chunk_count"`
+	TokenCount       int             `json:"token_count"`
+	ProcessingParams json.RawMessage `json:"processing_params"`
+	IsFolder         bool            `json:"is_folder"`
+	Source           string          `json:"source"`
+	SourceURI        *string         `json:"source_uri"`
+	SourceVersion    *string         `json:"-"`
+	StageStartedAt   *time.Time      `json:"-"`
+	StageAttempts    int             `json:"stage_attempts"`
+	CreatedBy        *string         `json:"created_by"`
+	CreatedAt        time.Time       `json:"created_at"`
+	UpdatedAt        time.Time       `json:"updated_at"`
+}
+
+const fileCols = `file_id, kb_id, parent_id, filename, original_filename, file_type, object_key, markdown_key, content_hash,
+	file_size, content_type, status, error_message, chunk_count, token_count, processing_params, is_folder, source,
+	source_uri, source_version, stage_started_at, stage_attempts, created_by, created_at, updated_at`
+
+func scanFile(row pgx.Row) (File, error) {
+	var f File
+	err := row.Scan(&f.FileID, &f.KBID, &f.ParentID, &f.Filename, &f.OriginalFilename, &f.FileType, &f.ObjectKey, &f.MarkdownKey,
+		&f.ContentHash, &f.FileSize, &f.ContentType, &f.Status, &f.ErrorMessage, &f.ChunkCount, &f.TokenCount, &f.ProcessingParams,
+		&f.IsFolder, &f.Source, &f.SourceURI, &f.SourceVersion, &f.StageStartedAt, &f.StageAttempts, &f.CreatedBy, &f.CreatedAt, &f.UpdatedAt)
+	return f, err
+}
+
+func queryFiles(ctx context.Context, db postgres.DB, sql string, args ...any) ([]File, error) {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []File{}
+	for rows.Next() {
+		f, err := scanFile(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	return out, rows.Err()
+}
+
+// LoadFile reads a file by id, without an access check.
+func LoadFile(ctx context.Context, db postgres.DB, fileID string) (File, error) {
+	f, err := scanFile(db.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1`, fileID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return File{}, ErrFileNotFound
+	}
+	return f, err
+}
+
+// GetFile returns a file of a KB sub may read.
+func (s *Store) GetFile(ctx context.Context, sub access.Subject, kbID, fileID string) (KB, File, error) {
+	k, err := s.Get(ctx, s.pool, sub, kbID)
+	if err != nil {
+		return KB{}, File{}, err
+	}
+	f, err := LoadFile(ctx, s.pool, fileID)
+	if err != nil || f.KBID != kbID {
+		return KB{}, File{}, ErrFileNotFound
+	}
+	return k, f, nil
+}
+
+// Processing is a file's processing_params.
+type Processing struct {
+	AutoIndex bool            `json:"auto_index"`
+	Chunking  json.RawMessage `json:"chunking,omitempty"`
+	OCREngine string          `json:"ocr_engine,omitempty"`
+}
+
+// Processing decodes the file's processing_params.
+func (f File) Processing() Processing {
+	p := Processing{AutoIndex: true}
+	_ = json.Unmarshal(f.ProcessingParams, &p)
+	return p
+}
+
+// NewFile describes a file to register.
+type NewFile struct {
+	Filename    string
+	ObjectKey   string
+	ContentHash string
+	Size        int64
+	ContentType string
+	ParentID    *string
+	Source      string // upload (default) | bucket
+	SourceURI   string
+	Version     string
+	CreatedBy   string
+	Processing  Processing
+}
+
+// AddFiles registers stored objects as files of kbID (status uploaded) and
+// emits document.uploaded for each, in tx. The same content twice in one KB
+// is a conflict (409 duplicate_content), as in the original.
+func AddFiles(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, files []NewFile) ([]File, error) {
+	out := make([]File, 0, len(files))
+	for _, nf := range files {
+		name := path.Base(strings.ReplaceAll(nf.Filename, "\\", "/"))
+		if name == "" || name == "." || name == "/" || len(name) > 255 {
+			return nil, failure.Unprocessable("invalid_filename", "invalid file name %q", nf.Filename)
+		}
+		if nf.ParentID != nil {
+			var ok bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_files WHERE file_id = $1 AND kb_id = $2 AND is_folder)`,
+				*nf.ParentID, kbID).Scan(&ok); err != nil {
+				return nil, err
+			}
+			if !ok {
+				return nil, failure.NotFound("folder_not_found", "parent folder %s not found in this knowledge base", *nf.ParentID)
+			}
+		}
+		proc, _ := json.Marshal(nf.Processing)
+		source := nf.Source
+		if source == "" {
+			source = "upload"
+		}
+		f, err := scanFile(tx.QueryRow(ctx, `INSERT INTO knowledge_files (file_id, kb_id, parent_id, filename, original_filename,
+			file_type, object_key, content_hash, file_size, content_type, status, processing_params, source, source_uri,
+			source_version, created_by)
+			VALUES ($1, $2, $3, lower($4), $4, $5, $6, NULLIF($7, ''), $8, NULLIF($9, ''), 'uploaded', $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14)
+			RETURNING `+fileCols,
+			newID("file_"), kbID, nf.ParentID, name, strings.TrimPrefix(strings.ToLower(path.Ext(name)), "."), nf.ObjectKey,
+			nf.ContentHash, nf.Size, nf.ContentType, proc, source, nf.SourceURI, nf.Version, nf.CreatedBy))
+		if postgres.IsUniqueViolation(err, "knowledge_files_content") {
+			return nil, failure.Conflict("duplicate_content", "a file with the same content as %q is already in this knowledge base", name)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("add file %s: %w", name, err)
+		}
+		if err := emit(outbox.Pending{Payload: events.DocumentUploaded{KBID: kbID, FileID: f.FileID},
+			DedupeKey: fmt.Sprintf("uploaded:%s:0", f.FileID)}); err != nil {
+			return nil, err
+		}
+		out = append(out, f)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET updated_at = now() WHERE kb_id = $1`, kbID); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Claim results.
+var (
+	// ErrBusy: another worker holds the file's stage (its lease has not expired).
+	ErrBusy = errors.New("file stage is held by another worker")
+	// ErrNotReady: the file is not in a state this stage starts from.
+	ErrNotReady = errors.New("file is not ready for this stage")
+)
+
+// ClaimParse moves an uploaded file (or one whose parsing worker died: its
+// stage is older than lease) to parsing. It returns the claimed file and the
+// attempt number that guards the stage's completion.
+func ClaimParse(ctx context.Context, db postgres.DB, fileID string, lease time.Duration) (File, error) {
+	return claim(ctx, db, fileID, StatusParsing, []string{StatusUploaded}, lease)
+}
+
+// ClaimIndex moves a parsed file (or one whose indexing worker died) to indexing.
+func ClaimIndex(ctx context.Context, db postgres.DB, fileID string, lease time.Duration) (File, error) {
+	return claim(ctx, db, fileID, StatusIndexing, []string{StatusParsed}, lease)
+}
+
+func claim(ctx context.Context, db postgres.DB, fileID, to string, from []string, lease time.Duration) (File, error) {
+	f, err := scanFile(db.QueryRow(ctx, `UPDATE knowledge_files SET status = $2, stage_started_at = clock_timestamp(),
+		stage_attempts = stage_attempts + 1, error_message = NULL, updated_at = clock_timestamp()
+		WHERE file_id = $1 AND NOT is_folder
+		  AND (status = ANY($3) OR (status = $2 AND stage_started_at < clock_timestamp() - $4::interval))
+		RETURNING `+fileCols, fileID, to, from, lease.String()))
+	if errors.Is(err, pgx.ErrNoRows) {
+		cur, err := LoadFile(ctx, db, fileID)
+		if err != nil {
+			return File{}, err
+		}
+		if cur.Status == to {
+			return cur, ErrBusy
+		}
+		return cur, ErrNotReady
+	}
+	return f, err
+}
+
+// FailStage ends a claimed stage with an error status and message (a
+// permanent failure: bad input, not a passing fault). attempt guards against a
+// stale worker overwriting a newer attempt.
+func FailStage(ctx context.Context, db postgres.DB, f File, message string) (bool, error) {
+	to := StatusErrorParsing
+	if f.Status == StatusIndexing {
+		to = StatusErrorIndexing
+	}
+	if len(message) > 2000 {
+		message = message[:2000]
+	}
+	tag, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, error_message = $4, stage_started_at = NULL, updated_at = clock_timestamp()
+		WHERE file_id = $1 AND status = $2 AND stage_attempts = $5`, f.FileID, f.Status, to, message, f.StageAttempts)
+	return tag.RowsAffected() == 1, err
+}
+
+// ReleaseStage gives a claimed stage back after a passing fault so that a
+// retried delivery can claim it at once.
+func ReleaseStage(ctx context.Context, db postgres.DB, f File) error {
+	back := StatusUploaded
+	if f.Status == StatusIndexing {
+		back = StatusParsed
+	}
+	_, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, stage_started_at = NULL, updated_at = clock_timestamp()
+		WHERE file_id = $1 AND status = $2 AND stage_attempts = $4`, f.FileID, f.Status, back, f.StageAttempts)
+	return err
+}
+
+// ErrStageLost: the stage was taken over by another attempt (or the file deleted).
+var ErrStageLost = errors.New("file stage lost to another attempt")
+
+// FinishParse records a parsed file: its Markdown and images, and — when the
+// file is to be indexed — the document.parsed event, in tx.
+func FinishParse(ctx context.Context, tx pgx.Tx, emit outbox.Emit, f File, markdownKey string, images []Image) error {
+	tag, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'parsed', markdown_key = $3, error_message = NULL,
+		stage_started_at = NULL, updated_at = clock_timestamp()
+		WHERE file_id = $1 AND status = 'parsing' AND stage_attempts = $2`, f.FileID, f.StageAttempts, markdownKey)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrStageLost
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_images WHERE file_id = $1`, f.FileID); err != nil {
+		return err
+	}
+	for _, im := range images {
+		if _, err := tx.Exec(ctx, `INSERT INTO knowledge_images (kb_id, file_id, object_key, content_type, size)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (kb_id, object_key) DO UPDATE SET file_id = EXCLUDED.file_id`,
+			f.KBID, f.FileID, im.ObjectKey, im.ContentType, im.Size); err != nil {
+			return err
+		}
+	}
+	if !f.Processing().AutoIndex {
+		return nil
+	}
+	return emit(outbox.Pending{Payload: events.DocumentParsed{KBID: f.KBID, FileID: f.FileID},
+		DedupeKey: fmt.Sprintf("parsed:%s:%d", f.FileID, f.StageAttempts)})
+}
+
+// Image is an extracted image stored for a file.
+type Image struct {
+	ObjectKey   string
+	ContentType string
+	Size        int64
+}
+
+// ListInput filters GET /documents.
+type ListInput struct {
+	ParentID      *string // nil: the root folder
+	Query         string  // filename substring (case-insensitive)
+	Status        string
+	AllLevels     bool // search every folder (used with Query)
+	Offset, Limit int
+}
+
+// ListFiles lists a KB's files and folders (folders first, then by name).
+func ListFiles(ctx context.Context, db postgres.DB, kbID string, in ListInput) ([]File, int, error) {
+	if in.Limit <= 0 || in.Limit > 500 {
+		in.Limit = 100
+	}
+	if in.Offset < 0 {
+		in.Offset = 0
+	}
+	where := `kb_id = $1 AND ($2::text = '' OR filename ILIKE '%' || $2 || '%') AND ($3::text = '' OR status = $3)`
+	args := []any{kbID, strings.ToLower(in.Query), in.Status}
+	if !in.AllLevels {
+		where += ` AND parent_id IS NOT DISTINCT FROM $4`
+		args = append(args, in.ParentID)
+	}
+	var total int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, args...).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	args = append(args, in.Limit, in.Offset)
+	n := len(args)
+	files, err := queryFiles(ctx, db, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+
+		fmt.Sprintf(` ORDER BY is_folder DESC, filename, id LIMIT $%d OFFSET $%d`, n-1, n), args...)
+	return files, total, err
+}
+
+// Restage sends settled files of kbID back to a stage: to uploaded (parse
+// again) or to parsed (index again, optionally with new chunking). Files in
+// the middle of a stage are left alone (reported "busy").
+func Restage(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, fileIDs []string, to string, chunking json.RawMessage) ([]map[string]any, error) {
+	var out []map[string]any
+	for _, id := range fileIDs {
+		f, err := scanFile(tx.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1 AND kb_id = $2 FOR UPDATE`, id, kbID))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, failure.NotFound("file_not_found", "file %s not found in this knowledge base", id)
+		}
+		if err != nil {
+			return nil, err
+		}
+		item := map[string]any{"file_id": id}
+		switch {
+		case f.IsFolder:
+			item["status"], item["error"] = f.Status, "folders are not processed"
+		case f.Status == StatusParsing || f.Status == StatusIndexing:
+			item["status"], item["error"] = f.Status, "busy"
+		case to == StatusParsed && f.MarkdownKey == nil:
+			item["status"], item["error"] = f.Status, "not parsed yet"
+		default:
+			proc := f.Processing()
+			proc.AutoIndex = true
+			if len(chunking) > 0 {
+				proc.Chunking = chunking
+			}
+			pj, _ := json.Marshal(proc)
+			if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = $2, processing_params = $3, error_message = NULL,
+				stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`, id, to, pj); err != nil {
+				return nil, err
+			}
+			var p outbox.Pending
+			if to == StatusUploaded {
+				p = outbox.Pending{Payload: events.DocumentUploaded{KBID: kbID, FileID: id}}
+			} else {
+				p = outbox.Pending{Payload: events.DocumentParsed{KBID: kbID, FileID: id}}
+			}
+			if err := emit(p); err != nil {
+				return nil, err
+			}
+			item["status"] = to
+		}
+		out = append(out, item)
+	}
+	return out, nil
+}
+
+// CreateFolder makes a folder in kbID (under parentID, nil for the root).
+func CreateFolder(ctx context.Context, tx pgx.Tx, kbID, name string, parentID *string, by string) (File, error) {
+	name = strings.TrimSpace(name)
+	if name == "" || len(name) > 255 || strings.ContainsAny(name, "/\\") {
+		return File{}, failure.Unprocessable("invalid_folder", "folder name must be 1 to 255 characters without slashes")
+	}
+	if parentID != nil {
+		var ok bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_files WHERE file_id = $1 AND kb_id = $2 AND is_folder)`, *parentID, kbID).Scan(&ok); err != nil {
+			return File{}, err
+		}
+		if !ok {
+			return File{}, failure.NotFound("folder_not_found", "parent folder not found")
+		}
+	}
+	var exists bool
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_files WHERE kb_id = $1 AND is_folder AND filename = $2
+		AND parent_id IS NOT DISTINCT FROM $3)`, kbID, name, parentID).Scan(&exists); err != nil {
+		return File{}, err
+	}
+	if exists {
+		return File{}, failure.Conflict("folder_exists", "a folder named %q already exists here", name)
+	}
+	return scanFile(tx.QueryRow(ctx, `INSERT INTO knowledge_files (file_id, kb_id, parent_id, filename, original_filename, status, is_folder, created_by)
+		VALUES ($1, $2, $3, $4, $4, 'indexed', true, $5) RETURNING `+fileCols, newID("file_"), kbID, parentID, name, by))
+}
+
+// ChunkView is a chunk as GET …/documents/{id}/content shows it.
+type ChunkView struct {
+	ChunkID    string `json:"chunk_id"`
+	ChunkIndex int    `json:"chunk_index"`
+	Content    string `json:"content"`
+	TokenCount int    `json:"token_count"`
+	StartChar  *int   `json:"start_char_pos"`
+	EndChar    *int   `json:"end_char_pos"`
+}
+
+// FileChunks lists a file's chunks in order.
+func FileChunks(ctx context.Context, db postgres.DB, fileID string) ([]ChunkView, error) {
+	rows, err := db.Query(ctx, `SELECT chunk_id, chunk_index, content, token_count, start_char_pos, end_char_pos
+		FROM knowledge_chunks WHERE file_id = $1 ORDER BY chunk_index, chunk_id`, fileID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []ChunkView{}
+	for rows.Next() {
+		var c ChunkView
+		if err := rows.Scan(&c.ChunkID, &c.ChunkIndex, &c.Content, &c.TokenCount, &c.StartChar, &c.EndChar); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// SearchFiles finds files (not folders) by name across kbIDs.
+func SearchFiles(ctx context.Context, db postgres.DB, kbIDs []string, query string, offset, limit int) ([]File, int, error) {
+	if len(kbIDs) == 0 {
+		return []File{}, 0, nil
+	}
+	where := `kb_id = ANY($1) AND NOT is_folder AND ($2 = '' OR filename ILIKE '%' || $2 || '%' OR original_filename ILIKE '%' || $2 || '%')`
+	var total int
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, kbIDs, strings.ToLower(query)).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	files, err := queryFiles(ctx, db, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+` ORDER BY kb_id, filename, id LIMIT $3 OFFSET $4`,
+		kbIDs, strings.ToLower(query), limit, offset)
+	return files, total, err
+}
+
+// Permanent reports whether a stage failure is the file's fault and retrying
+// cannot help (corrupt, unsupported, too large, a dimension mismatch): coded
+// errors except the transient kinds (unavailable, rate-limited, internal),
+// which, like uncoded errors, are retried until the stage's attempts run out.
+func Permanent(err error) bool {
+	fe, ok := failure.As(err)
+	if !ok {
+		return false
+	}
+	switch fe.Kind {
+	case failure.KindUnavailable, failure.KindTooMany, failure.KindInternal:
+		return false
+	}
+	return true
+}

@@ -1,0 +1,185 @@
+package kb
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/shared/chunk"
+	"github.com/yuxi-serverless/yuxi/shared/keyword"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// KeywordWriter applies chunk changes to the keyword index inside a transaction.
+type KeywordWriter interface {
+	Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []string, add []keyword.Doc) error
+}
+
+// IndexedChunk is a chunk with its stable id.
+type IndexedChunk struct {
+	ID    string
+	Chunk chunk.Chunk
+}
+
+// ExistingChunks returns the chunk ids a file has now.
+func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[string]bool, error) {
+	rows, err := db.Query(ctx, `SELECT chunk_id FROM knowledge_chunks WHERE file_id = $1`, fileID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out[id] = true
+	}
+	return out, rows.Err()
+}
+
+// CommitIndex replaces a file's chunks with chunks in tx, as the claimed
+// indexing attempt f: removed chunks are deleted (their vectors owed to the
+// vector store through knowledge_vector_deletes), new chunks inserted,
+// unchanged ones (same content, same id) re-positioned; the keyword index
+// follows in the same transaction; the file becomes indexed and the KB's
+// index version moves. The new chunks' vectors must already be in the vector
+// store. It returns the ids whose vectors are to be deleted.
+func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
+	var ok bool
+	if err := tx.QueryRow(ctx, `SELECT true FROM knowledge_files WHERE file_id = $1 AND status = 'indexing' AND stage_attempts = $2 FOR UPDATE`,
+		f.FileID, f.StageAttempts).Scan(&ok); err != nil {
+		if err == pgx.ErrNoRows {
+			return nil, ErrStageLost
+		}
+		return nil, err
+	}
+	existing, err := ExistingChunks(ctx, tx, f.FileID)
+	if err != nil {
+		return nil, err
+	}
+	keep := make(map[string]bool, len(chunks))
+	var added [][]any
+	var addDocs []keyword.Doc
+	tokens := 0
+	for _, c := range chunks {
+		keep[c.ID] = true
+		tokens += c.Chunk.TokenCount
+		if existing[c.ID] {
+			if _, err := tx.Exec(ctx, `UPDATE knowledge_chunks SET chunk_index = $2, start_char_pos = $3, end_char_pos = $4 WHERE chunk_id = $1`,
+				c.ID, c.Chunk.Index, c.Chunk.StartChar, c.Chunk.EndChar); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		meta := fmt.Sprintf(`{"headings":%s}`, jsonStrings(c.Chunk.Headings))
+		added = append(added, []any{c.ID, f.KBID, f.FileID, c.Chunk.Index, c.Chunk.Content, c.Chunk.ContentHash,
+			c.Chunk.TokenCount, c.Chunk.StartChar, c.Chunk.EndChar, []byte(meta)})
+		addDocs = append(addDocs, keyword.Doc{ID: c.ID, Text: c.Chunk.Content})
+	}
+	var removed []string
+	for id := range existing {
+		if !keep[id] {
+			removed = append(removed, id)
+		}
+	}
+	if len(removed) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_chunks WHERE chunk_id = ANY($1)`, removed); err != nil {
+			return nil, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id) SELECT $1, unnest($2::text[])
+			ON CONFLICT DO NOTHING`, f.KBID, removed); err != nil {
+			return nil, err
+		}
+	}
+	if len(added) > 0 {
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"knowledge_chunks"},
+			[]string{"chunk_id", "kb_id", "file_id", "chunk_index", "content", "content_hash", "token_count", "start_char_pos", "end_char_pos", "metadata"},
+			pgx.CopyFromRows(added)); err != nil {
+			return nil, fmt.Errorf("write chunks: %w", err)
+		}
+	}
+	if err := kw.Apply(ctx, tx, f.KBID, removed, addDocs); err != nil {
+		return nil, fmt.Errorf("update keyword index: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'indexed', chunk_count = $2, token_count = $3, error_message = NULL,
+		stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`, f.FileID, len(chunks), tokens); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, f.KBID); err != nil {
+		return nil, err
+	}
+	return removed, nil
+}
+
+func jsonStrings(s []string) string {
+	if len(s) == 0 {
+		return "[]"
+	}
+	out := "["
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += fmt.Sprintf("%q", v)
+	}
+	return out + "]"
+}
+
+// CachedEmbeddings returns cached vectors of model for content hashes.
+func CachedEmbeddings(ctx context.Context, db postgres.DB, model string, hashes []string) (map[string][]float32, error) {
+	rows, err := db.Query(ctx, `SELECT content_hash, vec FROM embedding_cache WHERE model = $1 AND content_hash = ANY($2)`, model, hashes)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]float32{}
+	for rows.Next() {
+		var h string
+		var b []byte
+		if err := rows.Scan(&h, &b); err != nil {
+			return nil, err
+		}
+		out[h] = decodeVec(b)
+	}
+	return out, rows.Err()
+}
+
+// CacheEmbeddings stores vectors of model by content hash (idempotent).
+func CacheEmbeddings(ctx context.Context, db postgres.DB, model string, vecs map[string][]float32) error {
+	if len(vecs) == 0 {
+		return nil
+	}
+	hashes := make([]string, 0, len(vecs))
+	blobs := make([][]byte, 0, len(vecs))
+	dims := make([]int32, 0, len(vecs))
+	for h, v := range vecs {
+		hashes = append(hashes, h)
+		blobs = append(blobs, encodeVec(v))
+		dims = append(dims, int32(len(v)))
+	}
+	_, err := db.Exec(ctx, `INSERT INTO embedding_cache (model, content_hash, dim, vec)
+		SELECT $1, h, d, v FROM unnest($2::text[], $3::int[], $4::bytea[]) AS t(h, d, v)
+		ON CONFLICT DO NOTHING`, model, hashes, dims, blobs)
+	return err
+}
+
+func encodeVec(v []float32) []byte {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return b
+}
+
+func decodeVec(b []byte) []float32 {
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}

@@ -1,0 +1,363 @@
+// Package kb is the knowledge-base domain: document knowledge bases with
+// their share_config permissions and retrieval parameters, files with the
+// ingestion status machine (uploaded → parsing → parsed | error_parsing →
+// indexing → indexed | error_indexing), bucket bindings, content-addressed
+// chunks, and retrieval (vector, keyword, hybrid, rerank) over them.
+//
+// Every read and write re-checks the caller's access at the point of effect:
+// a KB the caller cannot read is indistinguishable from a missing one.
+//
+// Imported by: functions/intake (routes), functions/doc-parse,
+// functions/kb-index, tools that search knowledge. May import: events,
+// shared/access, shared/failure, shared/outbox, shared/postgres,
+// shared/chunk, shared/keyword, shared/vector, shared/embed, pgx.
+package kb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// TypeDocument is the document KB type. The original names it "milvus"
+// (after its engine); the name is kept for compatibility.
+const TypeDocument = "milvus"
+
+// Errors.
+var (
+	ErrNotFound     = failure.NotFound("kb_not_found", "knowledge base not found")
+	ErrManage       = failure.Forbidden("kb_manage_forbidden", "you may read this knowledge base but not change it")
+	ErrFileNotFound = failure.NotFound("file_not_found", "file not found in this knowledge base")
+)
+
+// KB is a knowledge base.
+type KB struct {
+	KBID               string          `json:"kb_id"`
+	DBID               string          `json:"db_id"` // the original's name for kb_id
+	Name               string          `json:"name"`
+	Description        string          `json:"description"`
+	KBType             string          `json:"kb_type"`
+	EmbeddingModelSpec string          `json:"embedding_model_spec"`
+	EmbeddingDim       int             `json:"embedding_dim"`
+	LLMModelSpec       *string         `json:"llm_model_spec"`
+	QueryParams        json.RawMessage `json:"query_params"`
+	AdditionalParams   json.RawMessage `json:"additional_params"`
+	ShareConfig        json.RawMessage `json:"share_config"`
+	CreatedBy          string          `json:"created_by"`
+	IndexVersion       int64           `json:"-"`
+	CreatedAt          time.Time       `json:"created_at"`
+	UpdatedAt          time.Time       `json:"updated_at"`
+	FileCount          int             `json:"file_count"`
+	SupportsDocuments  bool            `json:"supports_documents"`
+	// Permission is the caller's access: "read" or "manage".
+	Permission string `json:"permission"`
+}
+
+const kbCols = `kb_id, name, description, kb_type, embedding_model_spec, embedding_dim, llm_model_spec, query_params,
+	additional_params, share_config, created_by, index_version, created_at, updated_at,
+	(SELECT count(*) FROM knowledge_files f WHERE f.kb_id = knowledge_bases.kb_id AND NOT f.is_folder)`
+
+func scanKB(row pgx.Row) (KB, error) {
+	var k KB
+	var share []byte
+	err := row.Scan(&k.KBID, &k.Name, &k.Description, &k.KBType, &k.EmbeddingModelSpec, &k.EmbeddingDim, &k.LLMModelSpec,
+		&k.QueryParams, &k.AdditionalParams, &share, &k.CreatedBy, &k.IndexVersion, &k.CreatedAt, &k.UpdatedAt, &k.FileCount)
+	k.ShareConfig = json.RawMessage("null")
+	if share != nil {
+		k.ShareConfig = share
+	}
+	k.DBID, k.SupportsDocuments = k.KBID, true
+	return k, err
+}
+
+// Level resolves sub's access to k: superadmins and creators manage; others
+// get what share_config grants, capped by role (plain users at most read).
+func Level(sub access.Subject, k KB) access.Level {
+	share, err := access.Parse(k.ShareConfig)
+	if err != nil {
+		share = &access.ShareConfig{Version: 2, ReadScope: access.Scope{AccessLevel: "user"}}
+	}
+	ceiling := access.Read
+	if sub.Role == "admin" || sub.Role == "superadmin" {
+		ceiling = access.Manage
+	}
+	if share == nil {
+		// Without a share_config a KB is private to its creator (and superadmins).
+		share = &access.ShareConfig{Version: 2, ReadScope: access.Scope{AccessLevel: "user"}}
+	}
+	return access.Resolve(sub, k.CreatedBy, share, ceiling)
+}
+
+// Store reads and writes knowledge bases and their files.
+type Store struct {
+	pool *pgxpool.Pool
+	// DefaultEmbedding is the embedding model of new KBs that name none.
+	defaultEmbedding string
+	dims             func(spec string) (int, error)
+}
+
+// NewStore returns a store. defaultEmbedding is the embedding model spec of
+// KBs created without one; dims tells an embedding model's dimension.
+func NewStore(pool *pgxpool.Pool, defaultEmbedding string, dims func(spec string) (int, error)) *Store {
+	return &Store{pool: pool, defaultEmbedding: defaultEmbedding, dims: dims}
+}
+
+// Pool returns the store's pool.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Get returns KB kbID if sub may read it (ErrNotFound otherwise), with sub's permission.
+func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
+	k, err := scanKB(db.QueryRow(ctx, `SELECT `+kbCols+` FROM knowledge_bases WHERE kb_id = $1`, kbID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return KB{}, ErrNotFound
+	}
+	if err != nil {
+		return KB{}, fmt.Errorf("load knowledge base %s: %w", kbID, err)
+	}
+	l := Level(sub, k)
+	if l == access.None {
+		return KB{}, ErrNotFound
+	}
+	k.Permission = l.String()
+	return k, nil
+}
+
+// GetManaged is Get for an action that needs manage access (403 when sub may only read).
+func (s *Store) GetManaged(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
+	k, err := s.Get(ctx, db, sub, kbID)
+	if err != nil {
+		return KB{}, err
+	}
+	if k.Permission != access.Manage.String() {
+		return KB{}, ErrManage
+	}
+	return k, nil
+}
+
+// Load reads a KB without an access check (for functions acting on events
+// that were authorised when they were produced).
+func (s *Store) Load(ctx context.Context, db postgres.DB, kbID string) (KB, error) {
+	k, err := scanKB(db.QueryRow(ctx, `SELECT `+kbCols+` FROM knowledge_bases WHERE kb_id = $1`, kbID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return KB{}, ErrNotFound
+	}
+	return k, err
+}
+
+// List returns the KBs sub may read, newest first.
+func (s *Store) List(ctx context.Context, sub access.Subject) ([]KB, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+kbCols+` FROM knowledge_bases ORDER BY created_at DESC, id DESC`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []KB{}
+	for rows.Next() {
+		k, err := scanKB(rows)
+		if err != nil {
+			return nil, err
+		}
+		if l := Level(sub, k); l != access.None {
+			k.Permission = l.String()
+			out = append(out, k)
+		}
+	}
+	return out, rows.Err()
+}
+
+// CreateInput is POST /api/knowledge/databases.
+type CreateInput struct {
+	Name               string          `json:"name"`
+	DatabaseName       string          `json:"database_name"` // the original's field name
+	Description        string          `json:"description"`
+	KBType             string          `json:"kb_type"`
+	EmbeddingModelSpec string          `json:"embedding_model_spec"`
+	EmbedModelName     string          `json:"embed_model_name"` // the original's older field name
+	EmbeddingDim       int             `json:"embedding_dim"`
+	LLMModelSpec       *string         `json:"llm_model_spec"`
+	AdditionalParams   json.RawMessage `json:"additional_params"`
+	QueryParams        json.RawMessage `json:"query_params"`
+	ShareConfig        json.RawMessage `json:"share_config"`
+}
+
+func newID(prefix string) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// Create makes a document KB owned by sub (admins only; checked by the caller's route).
+func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) (KB, error) {
+	name := strings.TrimSpace(in.Name)
+	if name == "" {
+		name = strings.TrimSpace(in.DatabaseName)
+	}
+	if name == "" || len(name) > 200 {
+		return KB{}, failure.Unprocessable("invalid_kb", "name must be 1 to 200 characters")
+	}
+	switch in.KBType {
+	case "", TypeDocument, "document":
+	default:
+		return KB{}, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not supported; use %q (document knowledge base)", in.KBType, TypeDocument)
+	}
+	spec := in.EmbeddingModelSpec
+	if spec == "" {
+		spec = in.EmbedModelName
+	}
+	if spec == "" {
+		spec = s.defaultEmbedding
+	}
+	dim := in.EmbeddingDim
+	if dim == 0 && s.dims != nil {
+		d, err := s.dims(spec)
+		if err != nil {
+			return KB{}, err
+		}
+		dim = d
+	}
+	if dim <= 0 || dim > 8192 {
+		return KB{}, failure.Unprocessable("invalid_embedding_dim", "embedding_dim must be between 1 and 8192 (got %d for %s)", dim, spec)
+	}
+	add, err := normalizeAdditional(in.AdditionalParams)
+	if err != nil {
+		return KB{}, err
+	}
+	qp, err := normalizeQueryParams(in.QueryParams)
+	if err != nil {
+		return KB{}, err
+	}
+	var share any
+	if len(in.ShareConfig) > 0 && string(in.ShareConfig) != "null" {
+		if _, err := access.Parse(in.ShareConfig); err != nil {
+			return KB{}, err
+		}
+		share = []byte(in.ShareConfig)
+	}
+	id := newID("kb_")
+	k, err := scanKB(s.pool.QueryRow(ctx, `INSERT INTO knowledge_bases (kb_id, name, description, kb_type, embedding_model_spec,
+		embedding_dim, llm_model_spec, query_params, additional_params, share_config, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING `+kbCols,
+		id, name, in.Description, TypeDocument, spec, dim, in.LLMModelSpec, qp, add, share, sub.UID))
+	if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
+		return KB{}, failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
+	}
+	if err != nil {
+		return KB{}, fmt.Errorf("create knowledge base: %w", err)
+	}
+	k.Permission = access.Manage.String()
+	return k, nil
+}
+
+// UpdateInput is PUT /api/knowledge/databases/{kb_id}. Nil fields are unchanged.
+type UpdateInput struct {
+	Name             *string          `json:"name"`
+	Description      *string          `json:"description"`
+	LLMModelSpec     *string          `json:"llm_model_spec"`
+	AdditionalParams *json.RawMessage `json:"additional_params"`
+	ShareConfig      *json.RawMessage `json:"share_config"`
+}
+
+// Update changes a KB sub may manage. additional_params are merged key by
+// key into the stored ones (the chunk preset is kept unless replaced).
+func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in UpdateInput) (KB, error) {
+	var out KB
+	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+		k, err := s.GetManaged(ctx, tx, sub, kbID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM knowledge_bases WHERE kb_id = $1 FOR UPDATE`, kbID); err != nil {
+			return err
+		}
+		name, desc := k.Name, k.Description
+		if in.Name != nil {
+			name = strings.TrimSpace(*in.Name)
+			if name == "" || len(name) > 200 {
+				return failure.Unprocessable("invalid_kb", "name must be 1 to 200 characters")
+			}
+		}
+		if in.Description != nil {
+			desc = *in.Description
+		}
+		add := k.AdditionalParams
+		if in.AdditionalParams != nil {
+			patch, err := normalizeAdditional(*in.AdditionalParams)
+			if err != nil {
+				return err
+			}
+			add = mergeObjects(k.AdditionalParams, patch)
+		}
+		var share any = []byte(k.ShareConfig)
+		if string(k.ShareConfig) == "null" {
+			share = nil
+		}
+		if in.ShareConfig != nil {
+			share = nil
+			if string(*in.ShareConfig) != "null" {
+				if _, err := access.Parse(*in.ShareConfig); err != nil {
+					return err
+				}
+				share = []byte(*in.ShareConfig)
+			}
+		}
+		llm := k.LLMModelSpec
+		if in.LLMModelSpec != nil {
+			llm = in.LLMModelSpec
+		}
+		_, err = tx.Exec(ctx, `UPDATE knowledge_bases SET name = $2, description = $3, additional_params = $4, share_config = $5,
+			llm_model_spec = $6, updated_at = now() WHERE kb_id = $1`, kbID, name, desc, add, share, llm)
+		if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
+			return failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
+		}
+		if err != nil {
+			return err
+		}
+		out, err = s.Get(ctx, tx, sub, kbID)
+		return err
+	})
+	return out, err
+}
+
+// Delete removes a KB sub may manage with its files and chunks; the caller
+// removes its objects, vectors and keyword index (see Purge).
+func (s *Store) Delete(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
+	k, err := s.GetManaged(ctx, tx, sub, kbID)
+	if err != nil {
+		return KB{}, err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_bases WHERE kb_id = $1`, kbID); err != nil {
+		return KB{}, err
+	}
+	return k, nil
+}
+
+// mergeObjects merges patch's top-level keys into base (null deletes a key).
+func mergeObjects(base, patch json.RawMessage) json.RawMessage {
+	var b, p map[string]json.RawMessage
+	_ = json.Unmarshal(base, &b)
+	_ = json.Unmarshal(patch, &p)
+	if b == nil {
+		b = map[string]json.RawMessage{}
+	}
+	for k, v := range p {
+		if string(v) == "null" {
+			delete(b, k)
+			continue
+		}
+		b[k] = v
+	}
+	out, _ := json.Marshal(b)
+	return out
+}

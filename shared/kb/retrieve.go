@@ -1,0 +1,403 @@
+package kb
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"github.com/yuxi-serverless/yuxi/shared/embed"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/keyword"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/vector"
+)
+
+// VectorSearcher searches a KB's vectors (collection = kb id).
+type VectorSearcher interface {
+	Search(ctx context.Context, collection string, query []float32, k int, groups []string) ([]vector.Hit, error)
+}
+
+// KeywordSearcher searches a KB's keyword index (index id = kb id).
+type KeywordSearcher interface {
+	Search(ctx context.Context, indexID, query string, k int, allow func(docID string) bool) ([]keyword.Hit, error)
+}
+
+// Models builds the embedder and reranker a KB names.
+type Models interface {
+	Embedder(spec string, dim int) (embed.Embedder, error)
+	Reranker(spec string) (embed.Reranker, error)
+}
+
+// Retriever answers queries over knowledge bases.
+type Retriever struct {
+	db      postgres.DB
+	vectors VectorSearcher
+	keyword KeywordSearcher
+	models  Models
+}
+
+// NewRetriever returns a retriever.
+func NewRetriever(db postgres.DB, vectors VectorSearcher, kw KeywordSearcher, models Models) *Retriever {
+	return &Retriever{db: db, vectors: vectors, keyword: kw, models: models}
+}
+
+// Result is one retrieved chunk (the original's raw chunk shape, plus kb_id/id).
+type Result struct {
+	ID          string         `json:"id"`
+	KBID        string         `json:"kb_id"`
+	FileID      string         `json:"file_id"`
+	Content     string         `json:"content"`
+	Metadata    map[string]any `json:"metadata"`
+	Score       float64        `json:"score"`
+	Distance    *float64       `json:"distance,omitempty"`
+	BM25Score   *float64       `json:"bm25_score,omitempty"`
+	HybridScore *float64       `json:"hybrid_score,omitempty"`
+	RerankScore *float64       `json:"rerank_score,omitempty"`
+	FusionScore *float64       `json:"fusion_score,omitempty"`
+	vectorScore *float64
+}
+
+// Query retrieves from k with options opt; fileName, when set, restricts the
+// search to files whose name contains it. Errors are returned, never turned
+// into an empty list.
+func (r *Retriever) Query(ctx context.Context, k KB, query string, opt Retrieval, fileName string) ([]Result, error) {
+	query = strings.TrimSpace(query)
+	if query == "" {
+		return nil, failure.Unprocessable("empty_query", "query must not be empty")
+	}
+	if len(query) > 8000 {
+		return nil, failure.Unprocessable("query_too_long", "query is longer than 8000 bytes")
+	}
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	var groups []string
+	var allow func(string) bool
+	if fileName != "" {
+		ids, err := fileIDsByName(ctx, r.db, k.KBID, fileName)
+		if err != nil {
+			return nil, err
+		}
+		if len(ids) == 0 {
+			return []Result{}, nil
+		}
+		groups = ids
+		set := map[string]bool{}
+		for _, id := range ids {
+			set[id] = true
+		}
+		allow = func(chunkID string) bool { return set[fileOfChunk(chunkID)] }
+	}
+	recall := opt.FinalTopK
+	if opt.UseReranker && opt.RecallTopK > recall {
+		recall = opt.RecallTopK
+	}
+	if opt.SearchMode == "hybrid" && opt.RecallTopK > recall {
+		recall = opt.RecallTopK
+	}
+	var vec, kw []scored
+	var err error
+	if opt.SearchMode != "keyword" {
+		if vec, err = r.vectorSearch(ctx, k, query, recall, groups); err != nil {
+			return nil, err
+		}
+	}
+	if opt.SearchMode != "vector" {
+		hits, err := r.keyword.Search(ctx, k.KBID, query, opt.BM25TopK, allow)
+		if err != nil {
+			return nil, fmt.Errorf("keyword search: %w", err)
+		}
+		for _, h := range hits {
+			kw = append(kw, scored{id: h.ID, score: h.Score})
+		}
+	}
+	var ranked []fused
+	switch opt.SearchMode {
+	case "vector":
+		for _, v := range vec {
+			if v.score < opt.SimilarityThreshold {
+				continue
+			}
+			s := v.score
+			ranked = append(ranked, fused{id: v.id, score: s, vector: &s})
+		}
+	case "keyword":
+		for _, h := range kw {
+			s := h.score
+			ranked = append(ranked, fused{id: h.id, score: s, bm25: &s})
+		}
+	default:
+		ranked = fuse(vec, kw, opt)
+		kept := ranked[:0]
+		for _, f := range ranked {
+			if f.score >= opt.SimilarityThreshold {
+				kept = append(kept, f)
+			}
+		}
+		ranked = kept
+	}
+	if len(ranked) > recall {
+		ranked = ranked[:recall]
+	}
+	results, err := r.hydrate(ctx, k.KBID, ranked, opt)
+	if err != nil {
+		return nil, err
+	}
+	if opt.UseReranker && len(results) > 0 {
+		if results, err = r.rerank(ctx, query, results, opt); err != nil {
+			return nil, err
+		}
+	}
+	if len(results) > opt.FinalTopK {
+		results = results[:opt.FinalTopK]
+	}
+	return results, nil
+}
+
+type scored struct {
+	id    string
+	score float64
+}
+
+type fused struct {
+	id           string
+	score        float64
+	vector, bm25 *float64
+}
+
+func (r *Retriever) vectorSearch(ctx context.Context, k KB, query string, n int, groups []string) ([]scored, error) {
+	em, err := r.models.Embedder(k.EmbeddingModelSpec, k.EmbeddingDim)
+	if err != nil {
+		return nil, err
+	}
+	vs, err := em.Embed(ctx, []string{query})
+	if err != nil {
+		return nil, fmt.Errorf("embed query: %w", err)
+	}
+	if len(vs) != 1 || len(vs[0]) != k.EmbeddingDim {
+		return nil, failure.Unprocessable("embedding_dimension_mismatch", "model %s returned a %d-dimension query vector; the knowledge base expects %d",
+			k.EmbeddingModelSpec, lenFirst(vs), k.EmbeddingDim)
+	}
+	hits, err := r.vectors.Search(ctx, k.KBID, vs[0], n, groups)
+	if err != nil {
+		return nil, fmt.Errorf("vector search: %w", err)
+	}
+	out := make([]scored, len(hits))
+	for i, h := range hits {
+		out[i] = scored{id: h.ID, score: h.Score}
+	}
+	return out, nil
+}
+
+func lenFirst(vs [][]float32) int {
+	if len(vs) == 0 {
+		return 0
+	}
+	return len(vs[0])
+}
+
+// fuse combines vector and BM25 candidates. "weighted" follows Milvus's
+// WeightedRanker (the original): each score is normalised to [0,1] — cosine
+// as (1+s)/2, BM25 as 2·atan(s)/π — and summed with the weights; a
+// candidate missing from one list scores 0 there. "rrf" is reciprocal rank
+// fusion with constant rrf_k.
+func fuse(vec, kw []scored, opt Retrieval) []fused {
+	byID := map[string]*fused{}
+	get := func(id string) *fused {
+		f := byID[id]
+		if f == nil {
+			f = &fused{id: id}
+			byID[id] = f
+		}
+		return f
+	}
+	for rank, v := range vec {
+		f := get(v.id)
+		s := v.score
+		f.vector = &s
+		if opt.Fusion == "rrf" {
+			f.score += 1 / float64(opt.RRFK+rank+1)
+		} else {
+			f.score += opt.VectorWeight * (1 + s) / 2
+		}
+	}
+	for rank, h := range kw {
+		f := get(h.id)
+		s := h.score
+		f.bm25 = &s
+		if opt.Fusion == "rrf" {
+			f.score += 1 / float64(opt.RRFK+rank+1)
+		} else {
+			f.score += opt.BM25Weight * 2 * math.Atan(s) / math.Pi
+		}
+	}
+	if opt.Fusion != "rrf" {
+		total := opt.VectorWeight + opt.BM25Weight
+		for _, f := range byID {
+			f.score /= total
+		}
+	}
+	out := make([]fused, 0, len(byID))
+	for _, f := range byID {
+		out = append(out, *f)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].score != out[j].score {
+			return out[i].score > out[j].score
+		}
+		return out[i].id < out[j].id
+	})
+	return out
+}
+
+// hydrate loads the chunks of ranked ids (dropping ids whose chunk no longer
+// exists: a vector or posting that outlived its chunk is never returned).
+func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, opt Retrieval) ([]Result, error) {
+	if len(ranked) == 0 {
+		return []Result{}, nil
+	}
+	ids := make([]string, len(ranked))
+	for i, f := range ranked {
+		ids[i] = f.id
+	}
+	rows, err := r.db.Query(ctx, `SELECT c.chunk_id, c.file_id, c.chunk_index, c.content, f.filename, c.token_count
+		FROM knowledge_chunks c JOIN knowledge_files f ON f.file_id = c.file_id
+		WHERE c.kb_id = $1 AND c.chunk_id = ANY($2)`, kbID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load chunks: %w", err)
+	}
+	defer rows.Close()
+	type row struct {
+		fileID, content, filename string
+		index, tokens             int
+	}
+	found := map[string]row{}
+	for rows.Next() {
+		var id string
+		var rw row
+		if err := rows.Scan(&id, &rw.fileID, &rw.index, &rw.content, &rw.filename, &rw.tokens); err != nil {
+			return nil, err
+		}
+		found[id] = rw
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]Result, 0, len(ranked))
+	for _, f := range ranked {
+		rw, ok := found[f.id]
+		if !ok {
+			continue
+		}
+		res := Result{ID: f.id, KBID: kbID, FileID: rw.fileID, Content: rw.content, Score: f.score,
+			Metadata: map[string]any{"source": rw.filename, "chunk_id": f.id, "file_id": rw.fileID, "chunk_index": rw.index,
+				"score": f.score, "token_count": rw.tokens}}
+		if f.vector != nil && opt.IncludeDistances {
+			d := 1 - *f.vector
+			res.Distance = &d
+			res.Metadata["distance"] = d
+		}
+		if f.bm25 != nil {
+			res.BM25Score = f.bm25
+		}
+		if opt.SearchMode == "hybrid" {
+			s := f.score
+			res.HybridScore = &s
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+func (r *Retriever) rerank(ctx context.Context, query string, results []Result, opt Retrieval) ([]Result, error) {
+	rr, err := r.models.Reranker(opt.RerankerModel)
+	if err != nil {
+		return nil, err
+	}
+	docs := make([]string, len(results))
+	for i, res := range results {
+		docs[i] = res.Content
+	}
+	ranked, err := rr.Rerank(ctx, query, docs, len(docs))
+	if err != nil {
+		return nil, fmt.Errorf("rerank: %w", err)
+	}
+	out := make([]Result, 0, len(ranked))
+	for _, rk := range ranked {
+		if rk.Index < 0 || rk.Index >= len(results) {
+			return nil, fmt.Errorf("rerank: the reranker returned index %d for %d documents", rk.Index, len(results))
+		}
+		res := results[rk.Index]
+		s := rk.Score
+		res.RerankScore = &s
+		res.Score = s
+		res.Metadata["rerank_score"] = s
+		out = append(out, res)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Score > out[j].Score })
+	return out, nil
+}
+
+// fileIDsByName returns the ids of a KB's files whose name contains name.
+func fileIDsByName(ctx context.Context, db postgres.DB, kbID, name string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND NOT is_folder
+		AND (filename ILIKE '%' || $2 || '%' OR original_filename ILIKE '%' || $2 || '%')`, kbID, name)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// fileOfChunk recovers the file id from a chunk id: chunk ids are the file
+// id followed by "_<content hash>[_n]" (see chunk.ChunkIDs), and file ids
+// have a fixed length ("file_" and 24 hex digits, see newID).
+func fileOfChunk(chunkID string) string {
+	const fileIDLen = len("file_") + 24
+	if len(chunkID) > fileIDLen && strings.HasPrefix(chunkID, "file_") && chunkID[fileIDLen] == '_' {
+		return chunkID[:fileIDLen]
+	}
+	return chunkID
+}
+
+// SearchResult is one hit of the agent tools' and CLI's structured output.
+type SearchResult struct {
+	ID       string         `json:"id"`
+	KBID     string         `json:"kb_id"`
+	FileID   string         `json:"file_id"`
+	Content  string         `json:"content"`
+	Metadata map[string]any `json:"metadata"`
+}
+
+// SearchOutputSchema is query_kb's result (the original's SearchOutputSchema).
+type SearchOutputSchema struct {
+	KBID    string         `json:"kb_id"`
+	Results []SearchResult `json:"results"`
+}
+
+// SearchOutput shapes results for tools and the CLI (path-like metadata is
+// not exposed).
+func SearchOutput(kbID string, res []Result) SearchOutputSchema {
+	out := SearchOutputSchema{KBID: kbID, Results: make([]SearchResult, 0, len(res))}
+	for _, r := range res {
+		md := map[string]any{}
+		for k, v := range r.Metadata {
+			if k == "path" || k == "filepath" || k == "object_key" {
+				continue
+			}
+			md[k] = v
+		}
+		out.Results = append(out.Results, SearchResult{ID: r.ID, KBID: r.KBID, FileID: r.FileID, Content: r.Content, Metadata: md})
+	}
+	return out
+}

@@ -1,0 +1,195 @@
+package kb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// Source binds a bucket (and key prefix) to a KB: objects created there are
+// ingested, objects deleted there are removed.
+type Source struct {
+	ID        int64     `json:"id"`
+	KBID      string    `json:"kb_id"`
+	Provider  string    `json:"provider"` // s3 | gcs
+	Bucket    string    `json:"bucket"`
+	Prefix    string    `json:"prefix"`
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// SourceURI names an object of a bound bucket: "s3://bucket/key".
+func SourceURI(provider, bucket, key string) string { return provider + "://" + bucket + "/" + key }
+
+// ParseSourceURI splits a source URI.
+func ParseSourceURI(uri string) (provider, bucket, key string, err error) {
+	p, rest, ok := strings.Cut(uri, "://")
+	if !ok {
+		return "", "", "", fmt.Errorf("bad source uri %q", uri)
+	}
+	b, k, ok := strings.Cut(rest, "/")
+	if !ok || b == "" || k == "" {
+		return "", "", "", fmt.Errorf("bad source uri %q", uri)
+	}
+	return p, b, k, nil
+}
+
+// AddSource binds a bucket to a KB sub manages.
+func (s *Store) AddSource(ctx context.Context, sub access.Subject, kbID, provider, bucket, prefix string) (Source, error) {
+	if _, err := s.GetManaged(ctx, s.pool, sub, kbID); err != nil {
+		return Source{}, err
+	}
+	if provider != "s3" && provider != "gcs" {
+		return Source{}, failure.Unprocessable("invalid_source", "provider must be s3 or gcs")
+	}
+	if bucket == "" || len(bucket) > 255 || strings.ContainsAny(bucket, "/ ") {
+		return Source{}, failure.Unprocessable("invalid_source", "bucket must be a bucket name")
+	}
+	prefix = strings.TrimPrefix(prefix, "/")
+	if len(prefix) > 1024 || strings.Contains(prefix, "..") {
+		return Source{}, failure.Unprocessable("invalid_source", "prefix must be a key prefix")
+	}
+	var src Source
+	err := s.pool.QueryRow(ctx, `INSERT INTO knowledge_sources (kb_id, provider, bucket, prefix, created_by) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (kb_id, provider, bucket, prefix) DO UPDATE SET created_by = knowledge_sources.created_by
+		RETURNING id, kb_id, provider, bucket, prefix, created_by, created_at`, kbID, provider, bucket, prefix, sub.UID).
+		Scan(&src.ID, &src.KBID, &src.Provider, &src.Bucket, &src.Prefix, &src.CreatedBy, &src.CreatedAt)
+	return src, err
+}
+
+// Sources lists a KB's bindings (read access).
+func (s *Store) Sources(ctx context.Context, sub access.Subject, kbID string) ([]Source, error) {
+	if _, err := s.Get(ctx, s.pool, sub, kbID); err != nil {
+		return nil, err
+	}
+	return sourcesWhere(ctx, s.pool, `kb_id = $1`, kbID)
+}
+
+// RemoveSource unbinds a bucket (files already ingested stay).
+func (s *Store) RemoveSource(ctx context.Context, sub access.Subject, kbID string, id int64) error {
+	if _, err := s.GetManaged(ctx, s.pool, sub, kbID); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM knowledge_sources WHERE kb_id = $1 AND id = $2`, kbID, id)
+	if err != nil {
+		return err
+	}
+	if tag.RowsAffected() == 0 {
+		return failure.NotFound("source_not_found", "source %d not found", id)
+	}
+	return nil
+}
+
+func sourcesWhere(ctx context.Context, db postgres.DB, where string, args ...any) ([]Source, error) {
+	rows, err := db.Query(ctx, `SELECT id, kb_id, provider, bucket, prefix, created_by, created_at FROM knowledge_sources WHERE `+where+` ORDER BY id`, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []Source{}
+	for rows.Next() {
+		var src Source
+		if err := rows.Scan(&src.ID, &src.KBID, &src.Provider, &src.Bucket, &src.Prefix, &src.CreatedBy, &src.CreatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, src)
+	}
+	return out, rows.Err()
+}
+
+// ChangeOutcome reports what a bucket change did to one KB.
+type ChangeOutcome struct {
+	KBID   string `json:"kb_id"`
+	FileID string `json:"file_id,omitempty"`
+	Action string `json:"action"` // added | updated | unchanged | deleted | ignored
+	Reason string `json:"reason,omitempty"`
+}
+
+// ApplyChange ingests or removes a bucket object for every KB bound to its
+// bucket and prefix, in tx. It is idempotent: a repeated notification of the
+// same object version changes nothing; a new version re-parses the file
+// (unchanged chunks keep their ids and vectors). supported tells whether an
+// object's file name can be parsed. Deleted files are returned for the
+// caller's post-commit cleanup.
+func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWriter, ch events.BucketObjectChanged,
+	supported func(filename string) bool) ([]ChangeOutcome, []Removed, error) {
+	sources, err := sourcesWhere(ctx, tx, `provider = $1 AND bucket = $2 AND starts_with($3, prefix)`, ch.Provider, ch.Bucket, ch.Key)
+	if err != nil {
+		return nil, nil, err
+	}
+	uri := SourceURI(ch.Provider, ch.Bucket, ch.Key)
+	version := ch.Version
+	if version == "" {
+		version = ch.ETag
+	}
+	var out []ChangeOutcome
+	var removed []Removed
+	seen := map[string]bool{}
+	for _, src := range sources {
+		if seen[src.KBID] {
+			continue // two prefixes of one KB match: one file
+		}
+		seen[src.KBID] = true
+		var cur *File
+		f, err := scanFile(tx.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE kb_id = $1 AND source_uri = $2 FOR UPDATE`, src.KBID, uri))
+		if err == nil {
+			cur = &f
+		} else if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, nil, err
+		}
+		if ch.Op == "deleted" {
+			if cur == nil {
+				out = append(out, ChangeOutcome{KBID: src.KBID, Action: "ignored", Reason: "not ingested"})
+				continue
+			}
+			r, err := DeleteFiles(ctx, tx, kw, src.KBID, []string{cur.FileID})
+			if err != nil {
+				return nil, nil, err
+			}
+			removed = append(removed, r)
+			out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "deleted"})
+			continue
+		}
+		name := path.Base(ch.Key)
+		if !supported(name) {
+			out = append(out, ChangeOutcome{KBID: src.KBID, Action: "ignored", Reason: "unsupported file type"})
+			continue
+		}
+		if cur != nil {
+			if cur.SourceVersion != nil && *cur.SourceVersion == version && version != "" {
+				out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "unchanged"})
+				continue
+			}
+			// A new version: parse again from the start.
+			if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'uploaded', source_version = NULLIF($2, ''), file_size = $3,
+				error_message = NULL, stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`,
+				cur.FileID, version, ch.Size); err != nil {
+				return nil, nil, err
+			}
+			if err := emit(outbox.Pending{Payload: events.DocumentUploaded{KBID: src.KBID, FileID: cur.FileID},
+				DedupeKey: fmt.Sprintf("uploaded:%s:v:%s", cur.FileID, version)}); err != nil {
+				return nil, nil, err
+			}
+			out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "updated"})
+			continue
+		}
+		files, err := AddFiles(ctx, tx, emit, src.KBID, []NewFile{{Filename: name, ObjectKey: uri, Size: ch.Size,
+			Source: "bucket", SourceURI: uri, Version: version, CreatedBy: src.CreatedBy, Processing: Processing{AutoIndex: true}}})
+		if err != nil {
+			return nil, nil, err
+		}
+		out = append(out, ChangeOutcome{KBID: src.KBID, FileID: files[0].FileID, Action: "added"})
+	}
+	return out, removed, nil
+}

@@ -1,0 +1,323 @@
+// Package kbtool is the agent's knowledge-base tools: list_kbs, query_kb,
+// find_kb_document, open_kb_document and search_file (spec §4.5: argument
+// schemas, line numbering and window semantics as the original). A tool sees
+// only the knowledge bases that are both readable by the run's user and
+// enabled for the run's agent (context.knowledges; empty = all readable),
+// re-checked at every call. Results cite kb_id, file_id and chunk ids.
+//
+// Imported by: the tool registry wiring (bootstrap). May import: shared/kb,
+// shared/tool, shared/access, shared/postgres, shared/failure, pgx.
+package kbtool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+)
+
+// Deps are what the tools need.
+type Deps struct {
+	Pool      *pgxpool.Pool
+	KBs       *kb.Store
+	Retriever *kb.Retriever
+	// ReadMarkdown returns the Markdown stored under key.
+	ReadMarkdown func(ctx context.Context, key string) (string, error)
+}
+
+// Tools returns the five knowledge tools.
+func Tools(d Deps) []tool.Tool {
+	return []tool.Tool{listKBs{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}}
+}
+
+// scope is who calls, and which KBs the run's agent may use.
+type scope struct {
+	sub     access.Subject
+	allowed []string // nil: every readable KB
+}
+
+// scopeOf loads the run's user and the agent's knowledge selection (frozen in
+// the run when it was submitted) — at the point of effect.
+func scopeOf(ctx context.Context, d Deps, c tool.Call) (scope, error) {
+	var sc scope
+	var knowledges []byte
+	err := d.Pool.QueryRow(ctx, `SELECT u.uid, u.role, u.department_id, r.input_payload->'context'->'knowledges'
+		FROM agent_runs r JOIN users u ON u.uid = r.uid AND NOT u.is_deleted
+		WHERE r.id = $1 AND r.uid = $2`, c.RunID, c.UID).Scan(&sc.sub.UID, &sc.sub.Role, &sc.sub.DepartmentID, &knowledges)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return sc, failure.Forbidden("run_not_authorised", "this run can no longer use knowledge bases")
+	}
+	if err != nil {
+		return sc, err
+	}
+	if len(knowledges) > 0 && string(knowledges) != "null" {
+		var ks []string
+		if json.Unmarshal(knowledges, &ks) == nil && len(ks) > 0 {
+			sc.allowed = ks
+		}
+	}
+	return sc, nil
+}
+
+// visible returns the KBs in scope.
+func (sc scope) visible(ctx context.Context, d Deps) ([]kb.KB, error) {
+	all, err := d.KBs.List(ctx, sc.sub)
+	if err != nil {
+		return nil, err
+	}
+	if sc.allowed == nil {
+		return all, nil
+	}
+	out := all[:0]
+	for _, k := range all {
+		if slices.Contains(sc.allowed, k.KBID) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// kb returns one KB in scope; anything else reads as "not available".
+func (sc scope) kb(ctx context.Context, d Deps, kbID string) (kb.KB, error) {
+	if sc.allowed != nil && !slices.Contains(sc.allowed, kbID) {
+		return kb.KB{}, notAvailable(kbID)
+	}
+	k, err := d.KBs.Get(ctx, d.Pool, sc.sub, kbID)
+	if errors.Is(err, kb.ErrNotFound) {
+		return kb.KB{}, notAvailable(kbID)
+	}
+	return k, err
+}
+
+func notAvailable(kbID string) error {
+	return failure.NotFound("kb_not_available", "knowledge base %q does not exist or is not enabled for this conversation; call list_kbs", kbID)
+}
+
+// run decodes args strictly, runs fn and turns coded failures into tool
+// errors the model can read; other errors are infrastructure (retried).
+func run[T any](ctx context.Context, d Deps, c tool.Call, fn func(scope, T) (any, error)) (tool.Result, error) {
+	var args T
+	dec := json.NewDecoder(bytes.NewReader([]byte(c.Arguments)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil {
+		return tool.Errorf("invalid arguments: " + err.Error()), nil
+	}
+	sc, err := scopeOf(ctx, d, c)
+	if err != nil {
+		if fe, ok := failure.As(err); ok {
+			return tool.Errorf(fe.Message), nil
+		}
+		return tool.Result{}, err
+	}
+	out, err := fn(sc, args)
+	if err != nil {
+		if fe, ok := failure.As(err); ok {
+			return tool.Errorf(fe.Message), nil
+		}
+		return tool.Result{}, err
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return tool.Result{}, err
+	}
+	return tool.Result{Output: string(b)}, nil
+}
+
+func spec(name, display, desc, params string) tool.Spec {
+	return tool.Spec{Name: name, DisplayName: display, Category: "knowledge", Tags: []string{"knowledge"}, Description: desc,
+		Parameters: json.RawMessage(params)}
+}
+
+type listKBs struct{ d Deps }
+
+func (listKBs) Spec() tool.Spec {
+	return spec("list_kbs", "List knowledge bases", "List the knowledge bases available in this conversation (kb_id, name, description).",
+		`{"type":"object","additionalProperties":false,"properties":{"dummy":{"type":"string","description":"ignored"}}}`)
+}
+
+func (t listKBs) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, _ struct {
+		Dummy string `json:"dummy"`
+	}) (any, error) {
+		kbs, err := sc.visible(ctx, t.d)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]map[string]string, 0, len(kbs))
+		for _, k := range kbs {
+			desc := k.Description
+			if desc == "" {
+				desc = "无描述"
+			}
+			out = append(out, map[string]string{"kb_id": k.KBID, "name": k.Name, "description": desc})
+		}
+		return out, nil
+	})
+}
+
+type queryKB struct{ d Deps }
+
+func (queryKB) Spec() tool.Spec {
+	return spec("query_kb", "Search a knowledge base",
+		"Search knowledge base kb_id for passages relevant to query_text; optionally only in files whose name contains file_name. Cite kb_id, file_id and the chunk id (id) of passages you use.",
+		`{"type":"object","additionalProperties":false,"required":["kb_id","query_text"],"properties":{
+			"kb_id":{"type":"string"},"query_text":{"type":"string","minLength":1},"file_name":{"type":"string"}}}`)
+}
+
+func (t queryKB) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, a struct {
+		KBID      string `json:"kb_id"`
+		QueryText string `json:"query_text"`
+		FileName  string `json:"file_name"`
+	}) (any, error) {
+		k, err := sc.kb(ctx, t.d, a.KBID)
+		if err != nil {
+			return nil, err
+		}
+		res, err := t.d.Retriever.Query(ctx, k, a.QueryText, k.Retrieval(), a.FileName)
+		if err != nil {
+			if _, coded := failure.As(err); coded {
+				return nil, err
+			}
+			return nil, failure.Unprocessable("search_failed", "检索失败: %v", err)
+		}
+		return kb.SearchOutput(k.KBID, res), nil
+	})
+}
+
+type openDocument struct{ d Deps }
+
+func (openDocument) Spec() tool.Spec {
+	return spec("open_kb_document", "Open a document",
+		"Open the parsed text of file_id in kb_id, window_size lines (default 1800) from offset (0-based) or from line (1-based; wins over offset). Lines are numbered.",
+		`{"type":"object","additionalProperties":false,"required":["kb_id","file_id"],"properties":{
+			"kb_id":{"type":"string"},"file_id":{"type":"string"},"line":{"type":"integer","minimum":1},
+			"offset":{"type":"integer","minimum":0},"window_size":{"type":"integer","minimum":1,"maximum":2000,"default":1800}}}`)
+}
+
+func (t openDocument) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, a struct {
+		KBID       string `json:"kb_id"`
+		FileID     string `json:"file_id"`
+		Line       int    `json:"line"`
+		Offset     int    `json:"offset"`
+		WindowSize int    `json:"window_size"`
+	}) (any, error) {
+		md, err := t.document(ctx, sc, a.KBID, a.FileID)
+		if err != nil {
+			return nil, err
+		}
+		return kb.OpenWindow(a.KBID, a.FileID, md, a.Line, a.Offset, a.WindowSize)
+	})
+}
+
+// document reads a parsed file of a KB in scope.
+func (t openDocument) document(ctx context.Context, sc scope, kbID, fileID string) (string, error) {
+	return readDocument(ctx, t.d, sc, kbID, fileID)
+}
+
+func readDocument(ctx context.Context, d Deps, sc scope, kbID, fileID string) (string, error) {
+	if _, err := sc.kb(ctx, d, kbID); err != nil {
+		return "", err
+	}
+	f, err := kb.LoadFile(ctx, d.Pool, fileID)
+	if err != nil || f.KBID != kbID || f.IsFolder {
+		return "", failure.NotFound("file_not_found", "file %q not found in knowledge base %q", fileID, kbID)
+	}
+	if f.MarkdownKey == nil {
+		return "", failure.Unprocessable("not_parsed", "file %q has not been parsed (status %s)", fileID, f.Status)
+	}
+	return d.ReadMarkdown(ctx, *f.MarkdownKey)
+}
+
+type findDocument struct{ d Deps }
+
+func (findDocument) Spec() tool.Spec {
+	return spec("find_kb_document", "Find in a document",
+		"Find lines of file_id in kb_id matching any of patterns (keywords, or regular expressions with use_regex); returns up to max_windows windows of window_size numbered lines around the matches.",
+		`{"type":"object","additionalProperties":false,"required":["kb_id","file_id","patterns"],"properties":{
+			"kb_id":{"type":"string"},"file_id":{"type":"string"},
+			"patterns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},
+			"use_regex":{"type":"boolean","default":false},"case_sensitive":{"type":"boolean","default":false},
+			"max_windows":{"type":"integer","minimum":1,"maximum":20,"default":5},
+			"window_size":{"type":"integer","minimum":1,"maximum":200,"default":80}}}`)
+}
+
+func (t findDocument) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, a struct {
+		KBID   string `json:"kb_id"`
+		FileID string `json:"file_id"`
+		kb.FindOptions
+	}) (any, error) {
+		md, err := readDocument(ctx, t.d, sc, a.KBID, a.FileID)
+		if err != nil {
+			return nil, err
+		}
+		return kb.Find(a.KBID, a.FileID, md, a.FindOptions)
+	})
+}
+
+type searchFile struct{ d Deps }
+
+func (searchFile) Spec() tool.Spec {
+	return spec("search_file", "Search files",
+		"Search files by name across the knowledge bases of this conversation, or one (kb_name). Give kb_name, query or both.",
+		`{"type":"object","additionalProperties":false,"properties":{
+			"kb_name":{"type":"string"},"query":{"type":"string"},
+			"offset":{"type":"integer","minimum":0,"default":0},"limit":{"type":"integer","minimum":1,"maximum":5000,"default":300}}}`)
+}
+
+func (t searchFile) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, a struct {
+		KBName string `json:"kb_name"`
+		Query  string `json:"query"`
+		Offset int    `json:"offset"`
+		Limit  int    `json:"limit"`
+	}) (any, error) {
+		if strings.TrimSpace(a.KBName) == "" && strings.TrimSpace(a.Query) == "" {
+			return nil, failure.Unprocessable("invalid_arguments", "give kb_name, query or both")
+		}
+		if a.Limit == 0 {
+			a.Limit = 300
+		}
+		if a.Limit < 1 || a.Limit > 5000 || a.Offset < 0 {
+			return nil, failure.Unprocessable("invalid_arguments", "limit must be 1–5000 and offset ≥ 0")
+		}
+		kbs, err := sc.visible(ctx, t.d)
+		if err != nil {
+			return nil, err
+		}
+		names := map[string]string{}
+		var ids []string
+		for _, k := range kbs {
+			if a.KBName == "" || k.Name == a.KBName || k.KBID == a.KBName {
+				names[k.KBID] = k.Name
+				ids = append(ids, k.KBID)
+			}
+		}
+		if a.KBName != "" && len(ids) == 0 {
+			return nil, notAvailable(a.KBName)
+		}
+		files, total, err := kb.SearchFiles(ctx, t.d.Pool, ids, a.Query, a.Offset, a.Limit)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]map[string]any, 0, len(files))
+		for _, f := range files {
+			out = append(out, map[string]any{"kb_id": f.KBID, "kb_name": names[f.KBID], "file_id": f.FileID, "filename": f.Filename,
+				"file_type": f.FileType, "status": f.Status, "created_at": f.CreatedAt, "updated_at": f.UpdatedAt, "file_size": f.FileSize})
+		}
+		return map[string]any{"files": out, "total": total, "offset": a.Offset, "limit": a.Limit, "has_more": a.Offset+len(files) < total}, nil
+	})
+}
