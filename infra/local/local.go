@@ -22,7 +22,9 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
+	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -76,18 +78,27 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	step := agentstep.New(app.Runs, models, app.Tools, app.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, app.Log)
 	tools := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, app.Log)
 	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream, dispatcher.Config{
-		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash}, app.Log)
+		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: app.FileSweeper()}, app.Log)
+	k := app.Knowledge
+	parse := parsedoc.New(k.KBs, app.Outbox, k.Blob, k.Buckets, k.Parser, k.Keyword, k.Vectors, app.Stream,
+		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, app.Log)
+	index := indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, app.Stream,
+		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, app.Log)
 
 	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
+	parseRouter, indexRouter := app.Router("doc-parse"), app.Router("kb-index")
 	step.Register(stepRouter)
 	tools.Register(toolRouter)
 	disp.Register(dispRouter)
-	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter))
+	parse.Register(parseRouter)
+	index.Register(indexRouter)
+	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter))
 
 	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
 		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log, MaxBodyBytes: cfg.MaxBodyBytes,
-		SSEHeartbeat: cfg.SSEHeartbeat})
-	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter}, sweep: disp}, nil
+		SSEHeartbeat: cfg.SSEHeartbeat, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
+		Outbox: app.Outbox, NotifyToken: cfg.NotifyToken})
+	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter}, sweep: disp}, nil
 }
 
 // Run serves until ctx ends: the API on addr, the relay, the stream hub and

@@ -48,6 +48,34 @@ type Config struct {
 	LogLevel       string        // LOG_LEVEL: debug | info | warn | error
 	CreateDatabase bool          // YUXI_CREATE_DATABASE: create DATABASE_URL's database when missing (local runs)
 
+	// Knowledge bases.
+	BlobURI          string // YUXI_BLOB_URI: object store (file:///dir or s3://bucket/prefix?endpoint=…); default .yuxi/objects
+	BlobAccessKey    string // YUXI_S3_ACCESS_KEY (or AWS_ACCESS_KEY_ID)
+	BlobSecretKey    string // YUXI_S3_SECRET_KEY (or AWS_SECRET_ACCESS_KEY)
+	DefaultEmbedding string // YUXI_DEFAULT_EMBEDDING_MODEL (default builtin:hash-ngram-256)
+	VectorEngine     string // YUXI_VECTOR_ENGINE: postgres (default)
+	OCREngine        string // YUXI_OCR_ENGINE (mineru_ocr, pp_structure_v3_ocr, …); empty: no OCR
+	OCRBaseURL       string // YUXI_OCR_BASE_URL
+	OCRToken         string // YUXI_OCR_TOKEN
+	// Buckets bound to knowledge bases are read with these (S3 API; GCS through its S3 interoperability endpoint).
+	SourceS3Endpoint   string // YUXI_SOURCE_S3_ENDPOINT (default s3.amazonaws.com)
+	SourceS3Region     string // YUXI_SOURCE_S3_REGION
+	SourceS3AccessKey  string // YUXI_SOURCE_S3_ACCESS_KEY
+	SourceS3SecretKey  string // YUXI_SOURCE_S3_SECRET_KEY
+	SourceS3SSL        bool   // YUXI_SOURCE_S3_SSL (default true)
+	SourceGCSAccessKey string // YUXI_SOURCE_GCS_ACCESS_KEY (HMAC key)
+	SourceGCSSecretKey string // YUXI_SOURCE_GCS_SECRET_KEY
+	// SourceGCSEndpoint is the S3-interoperable endpoint bound Cloud Storage
+	// buckets are read through (YUXI_SOURCE_GCS_ENDPOINT, host[:port], default
+	// storage.googleapis.com; another value for a GCS emulator or tests), over
+	// https unless YUXI_SOURCE_GCS_SSL=false.
+	SourceGCSEndpoint string
+	SourceGCSSSL      bool
+	// NotifyToken authenticates bucket notification webhooks (YUXI_NOTIFY_TOKEN, ≥ 32 bytes); empty disables the webhook.
+	NotifyToken string
+	FileLease   time.Duration // YUXI_FILE_LEASE: a parsing/indexing stage older than this is presumed dead (default 15m)
+	FileGrace   time.Duration // YUXI_FILE_GRACE: a file waiting this long for its next stage is re-driven (default 2m)
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
@@ -56,19 +84,37 @@ type Config struct {
 // Load reads the configuration through getenv and validates it.
 func Load(getenv func(string) string, environ []string, defaultPort string) (Config, error) {
 	c := Config{
-		DatabaseURL:    or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
-		RedisURL:       or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
-		RedisPrefix:    or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
-		Port:           or(getenv("PORT"), defaultPort),
-		Sink:           getenv("K_SINK"),
-		Runtime:        getenv("YUXI_RUNTIME"),
-		JWTSecret:      getenv("YUXI_JWT_SECRET"),
-		APIKeySecret:   getenv("YUXI_API_KEY_SECRET"),
-		Environ:        environ,
-		WorkerID:       getenv("YUXI_WORKER_ID"),
-		LogLevel:       or(getenv("LOG_LEVEL"), "info"),
-		CrashAt:        getenv("YUXI_CRASH_AT"),
-		CreateDatabase: getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		DatabaseURL:        or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
+		RedisURL:           or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:        or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
+		Port:               or(getenv("PORT"), defaultPort),
+		Sink:               getenv("K_SINK"),
+		Runtime:            getenv("YUXI_RUNTIME"),
+		JWTSecret:          getenv("YUXI_JWT_SECRET"),
+		APIKeySecret:       getenv("YUXI_API_KEY_SECRET"),
+		Environ:            environ,
+		WorkerID:           getenv("YUXI_WORKER_ID"),
+		LogLevel:           or(getenv("LOG_LEVEL"), "info"),
+		CrashAt:            getenv("YUXI_CRASH_AT"),
+		BlobURI:            or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
+		BlobAccessKey:      or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
+		BlobSecretKey:      or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
+		DefaultEmbedding:   or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
+		VectorEngine:       or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
+		OCREngine:          getenv("YUXI_OCR_ENGINE"),
+		OCRBaseURL:         getenv("YUXI_OCR_BASE_URL"),
+		OCRToken:           getenv("YUXI_OCR_TOKEN"),
+		SourceS3Endpoint:   or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
+		SourceS3Region:     getenv("YUXI_SOURCE_S3_REGION"),
+		SourceS3AccessKey:  getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
+		SourceS3SecretKey:  getenv("YUXI_SOURCE_S3_SECRET_KEY"),
+		SourceS3SSL:        getenv("YUXI_SOURCE_S3_SSL") != "false",
+		SourceGCSAccessKey: getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
+		SourceGCSSecretKey: getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
+		SourceGCSEndpoint:  or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
+		SourceGCSSSL:       getenv("YUXI_SOURCE_GCS_SSL") != "false",
+		NotifyToken:        getenv("YUXI_NOTIFY_TOKEN"),
+		CreateDatabase:     getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
 	}
 	var err error
 	durations := []struct {
@@ -82,6 +128,8 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		{"YUXI_SWEEP_STALE", &c.SweepStale, 10 * time.Minute},
 		{"YUXI_TOOL_TIMEOUT", &c.ToolTimeout, 5 * time.Minute},
 		{"YUXI_SSE_HEARTBEAT", &c.SSEHeartbeat, 15 * time.Second},
+		{"YUXI_FILE_LEASE", &c.FileLease, 15 * time.Minute},
+		{"YUXI_FILE_GRACE", &c.FileGrace, 2 * time.Minute},
 	}
 	for _, d := range durations {
 		*d.dst = d.def
@@ -135,6 +183,15 @@ func (c Config) validate() error {
 	}
 	if c.JWTSecret != "" && c.JWTSecret == c.APIKeySecret {
 		return fmt.Errorf("YUXI_JWT_SECRET and YUXI_API_KEY_SECRET must differ")
+	}
+	if c.VectorEngine != "postgres" {
+		return fmt.Errorf("YUXI_VECTOR_ENGINE=%q: supported engines: postgres", c.VectorEngine)
+	}
+	if c.NotifyToken != "" && len(c.NotifyToken) < 32 {
+		return fmt.Errorf("YUXI_NOTIFY_TOKEN must be at least 32 bytes")
+	}
+	if (c.OCREngine == "") != (c.OCRBaseURL == "") {
+		return fmt.Errorf("set both YUXI_OCR_ENGINE and YUXI_OCR_BASE_URL, or neither")
 	}
 	if c.StepLease < 3*time.Millisecond {
 		return fmt.Errorf("YUXI_STEP_LEASE is too short")

@@ -49,6 +49,8 @@ type App struct {
 	Tools   *tool.Registry
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
+	// Knowledge holds the knowledge-base engines.
+	Knowledge *Knowledge
 }
 
 // Options choose how the process publishes events.
@@ -113,7 +115,12 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 	}
 	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync}, log)
 	app.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: app.Relay}
-	app.Tools = tool.NewRegistry(tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: pool})
+	if err := app.openKnowledge(); err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, err
+	}
+	app.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: pool}}, app.KnowledgeTools()...)...)
 	app.Runs = run.NewStore(pool, app.Outbox)
 	app.Agents = agent.NewStore(pool, app.Tools.Has)
 	app.Threads = thread.NewStore(pool)
@@ -143,6 +150,9 @@ func (a *App) Router(function string) *faas.Router {
 // Close releases the clients.
 func (a *App) Close() {
 	a.Relay.Wait()
+	if a.Knowledge != nil && a.Knowledge.closeVectors != nil {
+		a.Knowledge.closeVectors()
+	}
 	a.Pool.Close()
 	_ = a.Redis.Close()
 }

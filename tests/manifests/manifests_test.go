@@ -31,7 +31,9 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
+	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -69,6 +71,12 @@ var handledBy = map[string]string{
 	events.TypeRunFinished:       "dispatcher",
 	events.TypeSweepRequested:    "dispatcher",
 	events.TypeKnativePing:       "dispatcher",
+
+	events.TypeDocumentUploaded:    "doc-parse",
+	events.TypeBucketObjectChanged: "doc-parse",
+	events.TypeGCSObjectFinalized:  "doc-parse",
+	events.TypeGCSObjectDeleted:    "doc-parse",
+	events.TypeDocumentParsed:      "kb-index",
 }
 
 // eventRouters builds each event function's router as its main does, with
@@ -83,6 +91,8 @@ func eventRouters() map[string]*faas.Router {
 	add("agent-step", agentstep.New(nil, nil, nil, nil, agentstep.Config{}, nil).Register)
 	add("tool-invoke", toolinvoke.New(nil, nil, nil, toolinvoke.Config{}, nil).Register)
 	add("dispatcher", dispatcher.New(nil, nil, nil, nil, dispatcher.Config{}, nil).Register)
+	add("doc-parse", parsedoc.New(nil, nil, nil, nil, nil, nil, nil, nil, parsedoc.Config{}, nil).Register)
+	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
 	return out
 }
 

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -275,4 +276,66 @@ func (c *Client) WaitStatus(runID, status string, timeout time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// Upload posts a file to a KB (multipart field "file") and returns the answer.
+func (c *Client) Upload(kbID, filename string, data []byte) Response {
+	c.T.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, err := mw.CreateFormFile("file", filename)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	_, _ = fw.Write(data)
+	_ = mw.Close()
+	req, err := http.NewRequest("POST", c.Base+"/api/knowledge/files/upload?kb_id="+url.QueryEscape(kbID), &buf)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	resp, err := c.http().Do(req)
+	if err != nil {
+		c.T.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Body: b, Header: resp.Header}
+}
+
+// Ingest uploads files to a KB, adds them and waits until every one reaches a
+// settled status; it returns file_id → file (the /basic meta).
+func (c *Client) Ingest(kbID string, files map[string][]byte, timeout time.Duration) map[string]map[string]any {
+	c.T.Helper()
+	var items []string
+	names := map[string]string{}
+	for name, data := range files {
+		r := c.Upload(kbID, name, data)
+		if r.Status != http.StatusOK {
+			c.T.Fatalf("upload %s: %d %s", name, r.Status, r.Body)
+		}
+		key := r.JSON()["file_path"].(string)
+		items = append(items, key)
+		names[key] = name
+	}
+	added := c.OK("POST", "/api/knowledge/databases/"+kbID+"/documents", map[string]any{"items": items, "params": map[string]any{}})
+	out := map[string]map[string]any{}
+	deadline := time.Now().Add(timeout)
+	for _, it := range added["items"].([]any) {
+		id := it.(map[string]any)["file_id"].(string)
+		for {
+			meta := c.OK("GET", "/api/knowledge/databases/"+kbID+"/documents/"+id+"/basic", nil)["meta"].(map[string]any)
+			st := meta["status"].(string)
+			if st == "indexed" || st == "error_parsing" || st == "error_indexing" {
+				out[id] = meta
+				break
+			}
+			if time.Now().After(deadline) {
+				c.T.Fatalf("file %s (%s) still %s after %s", id, meta["filename"], st, timeout)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return out
 }

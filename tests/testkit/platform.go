@@ -44,6 +44,7 @@ type Stack struct {
 	RedisURL    string
 	RedisPrefix string
 	LLM         *llmtest.Server
+	BlobDir     string
 }
 
 // NewStack prepares the backing services of one test.
@@ -51,7 +52,7 @@ func NewStack(t testing.TB) Stack {
 	t.Helper()
 	_, dbURL := pgtest.NewDatabase(t)
 	_, prefix := redistest.New(t)
-	return Stack{DBURL: dbURL, RedisURL: redistest.URL(), RedisPrefix: prefix, LLM: llmtest.NewServer(t)}
+	return Stack{DBURL: dbURL, RedisURL: redistest.URL(), RedisPrefix: prefix, LLM: llmtest.NewServer(t), BlobDir: t.TempDir()}
 }
 
 // Env is the platform environment for the stack, with short leases so that
@@ -63,6 +64,9 @@ func (s Stack) Env(extra Env) Env {
 		"YUXI_REDIS_PREFIX":           s.RedisPrefix,
 		"YUXI_PROVIDER_FAKE_BASE_URL": s.LLM.URL(),
 		"YUXI_DEFAULT_MODEL":          "fake:test-model",
+		"YUXI_BLOB_URI":               "file://" + s.BlobDir,
+		"YUXI_FILE_LEASE":             "5s",
+		"YUXI_FILE_GRACE":             "3s",
 		"YUXI_STEP_LEASE":             "3s",
 		"YUXI_OUTBOX_CLAIM":           "2s",
 		"YUXI_SWEEP_INTERVAL":         "500ms",

@@ -33,8 +33,15 @@ type Outbox interface {
 	Sweep(ctx context.Context) (int, error)
 }
 
+// Files recovers knowledge-base files whose parsing or indexing stalled.
+type Files interface {
+	Sweep(ctx context.Context) error
+}
+
 // Config tunes the sweeps.
 type Config struct {
+	// Files, when set, also sweeps knowledge-base ingestion.
+	Files Files
 	Sweep run.SweepConfig
 	// QueueGrace: queued requests older than this with no active run are dispatched by the sweep.
 	QueueGrace time.Duration
@@ -112,6 +119,11 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 			if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), rec.Run); err != nil {
 				errs = append(errs, err)
 			}
+		}
+	}
+	if h.cfg.Files != nil {
+		if err := h.cfg.Files.Sweep(ctx); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	ready, err := h.runs.ReadyQueues(ctx, h.cfg.QueueGrace, 100)

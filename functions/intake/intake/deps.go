@@ -1,6 +1,9 @@
 package intake
 
 import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
 	"log/slog"
 	"time"
 
@@ -8,6 +11,9 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -30,7 +36,28 @@ type Deps struct {
 	Log    *slog.Logger
 	// MaxBodyBytes bounds every request body (default 1 MiB); larger bodies get 413.
 	MaxBodyBytes int64
+	// Knowledge bases (nil KBs: the knowledge routes are not served).
+	KBs       *kb.Store
+	Retriever *kb.Retriever
+	Blob      blob.Store
+	Keyword   KeywordIndex
+	Vectors   VectorStore
+	Outbox    *outbox.Outbox
+	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
+	NotifyToken string
 	// SSEHeartbeat and SSEMaxDuration tune the event streams (defaults 15s and 30 min).
 	SSEHeartbeat   time.Duration
 	SSEMaxDuration time.Duration
+}
+
+// KeywordIndex is the keyword index as the knowledge routes use it.
+type KeywordIndex interface {
+	kb.KeywordWriter
+	DropIndex(ctx context.Context, tx pgx.Tx, indexID string) error
+}
+
+// VectorStore is the vector store as the knowledge routes use it.
+type VectorStore interface {
+	Delete(ctx context.Context, collection string, ids []string) error
+	DropCollection(ctx context.Context, name string) error
 }

@@ -26,17 +26,18 @@ type errorPayload struct {
 }
 
 var kindStatus = map[failure.Kind]int{
-	failure.KindInternal:      http.StatusInternalServerError,
-	failure.KindInvalid:       http.StatusBadRequest,
-	failure.KindUnauthorized:  http.StatusUnauthorized,
-	failure.KindForbidden:     http.StatusForbidden,
-	failure.KindNotFound:      http.StatusNotFound,
-	failure.KindConflict:      http.StatusConflict,
-	failure.KindTooLarge:      http.StatusRequestEntityTooLarge,
-	failure.KindUnprocessable: http.StatusUnprocessableEntity,
-	failure.KindLocked:        http.StatusLocked,
-	failure.KindTooMany:       http.StatusTooManyRequests,
-	failure.KindUnavailable:   http.StatusServiceUnavailable,
+	failure.KindInternal:         http.StatusInternalServerError,
+	failure.KindInvalid:          http.StatusBadRequest,
+	failure.KindUnauthorized:     http.StatusUnauthorized,
+	failure.KindForbidden:        http.StatusForbidden,
+	failure.KindNotFound:         http.StatusNotFound,
+	failure.KindConflict:         http.StatusConflict,
+	failure.KindTooLarge:         http.StatusRequestEntityTooLarge,
+	failure.KindUnprocessable:    http.StatusUnprocessableEntity,
+	failure.KindLocked:           http.StatusLocked,
+	failure.KindTooMany:          http.StatusTooManyRequests,
+	failure.KindUnavailable:      http.StatusServiceUnavailable,
+	failure.KindUnsupportedMedia: http.StatusUnsupportedMediaType,
 }
 
 // writeError maps err to a status once, here at the edge. Errors without a

@@ -11,6 +11,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -47,10 +48,21 @@ func (s *Server) Handler() http.Handler {
 	s.agentRoutes(mux)
 	s.threadRoutes(mux)
 	s.runRoutes(mux)
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+	s.knowledgeRoutes(mux)
+	ext := http.NewServeMux()
+	s.externalKBRoutes(ext)
+	notFound := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
+	}
+	mux.HandleFunc("/api/", notFound)
+	ext.HandleFunc("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, externalPrefix) {
+			ext.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
 	})
-	return mux
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,304 @@
+// Package parsedoc is the handler of the doc-parse function: it turns a
+// stored file into Markdown (plus extracted images) and, for files to be
+// indexed, hands it on to kb-index. It also applies bucket notifications:
+// objects created in a bound bucket become files, deleted objects are removed.
+//
+// The file's status moves uploaded → parsing → parsed | error_parsing. The
+// parsing stage is a lease on the file row: a redelivered event finds it held
+// or done and does nothing; a worker that died leaves a stale stage that the
+// next delivery (or the dispatcher's sweep) takes over. Bad input (corrupt,
+// encrypted, empty, unsupported) ends in error_parsing with its message and is
+// acknowledged; passing faults are retried, a bounded number of times.
+//
+// Imported by: functions/doc-parse (main), infra/local, tests.
+// May import: events, shared/*.
+package parsedoc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+)
+
+// Parser turns a document into Markdown.
+type Parser interface {
+	Parse(ctx context.Context, filename string, r io.ReaderAt, size int64) (docparse.Result, error)
+}
+
+// Buckets opens a bound bucket for reading.
+type Buckets interface {
+	Open(provider, bucket string) (blob.Store, error)
+}
+
+// Notifier announces file status changes to watchers of a KB.
+type Notifier interface {
+	NotifyKB(ctx context.Context, kbID string, payload any) (string, error)
+}
+
+// Config tunes the handler.
+type Config struct {
+	Lease       time.Duration // parsing stage lease (default 15 min)
+	MaxBytes    int64         // largest file parsed (default 100 MiB)
+	MaxAttempts int           // passing faults retried this often, then error_parsing (default 5)
+	Crash       func(point string)
+}
+
+// Handler handles document.uploaded and bucket notifications.
+type Handler struct {
+	kbs     *kb.Store
+	ob      *outbox.Outbox
+	store   blob.Store
+	buckets Buckets
+	parser  Parser
+	kw      kb.KeywordWriter
+	vectors kb.VectorDeleter
+	notify  Notifier
+	cfg     Config
+	log     *slog.Logger
+}
+
+// New returns the handler. buckets and notify may be nil.
+func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, parser Parser, kw kb.KeywordWriter,
+	vectors kb.VectorDeleter, notify Notifier, cfg Config, log *slog.Logger) *Handler {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 15 * time.Minute
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = 100 << 20
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, kw: kw, vectors: vectors, notify: notify, cfg: cfg, log: log}
+}
+
+// Register adds the handlers to a function router.
+func (h *Handler) Register(r *faas.Router) {
+	faas.On(r, h.Uploaded)
+	faas.On(r, h.BucketChanged)
+	faas.OnType(r, events.TypeGCSObjectFinalized, h.gcs("created"))
+	faas.OnType(r, events.TypeGCSObjectDeleted, h.gcs("deleted"))
+}
+
+func (h *Handler) crash(point string) {
+	if h.cfg.Crash != nil {
+		h.cfg.Crash(point)
+	}
+}
+
+// Uploaded parses one file.
+func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) error {
+	pool := h.kbs.Pool()
+	f, err := kb.ClaimParse(ctx, pool, in.FileID, h.cfg.Lease)
+	switch {
+	case errors.Is(err, kb.ErrFileNotFound):
+		return nil // deleted meanwhile
+	case errors.Is(err, kb.ErrBusy), errors.Is(err, kb.ErrNotReady):
+		return nil // another delivery holds it, or it is past this stage
+	case err != nil:
+		return err
+	}
+	h.status(ctx, f, kb.StatusParsing, "")
+	h.crash("parse.claimed")
+	res, err := h.parse(ctx, f)
+	if err != nil {
+		return h.fail(ctx, f, err)
+	}
+	mdKey, imgs, err := h.save(ctx, f, res)
+	if err != nil {
+		return h.fail(ctx, f, err)
+	}
+	h.crash("parse.before_commit")
+	err = h.ob.Tx(ctx, pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return kb.FinishParse(ctx, tx, emit, f, mdKey, imgs)
+	})
+	if errors.Is(err, kb.ErrStageLost) {
+		return nil
+	}
+	if err != nil {
+		return h.fail(ctx, f, err)
+	}
+	h.status(ctx, f, kb.StatusParsed, "")
+	return nil
+}
+
+// parse reads the object and parses it.
+func (h *Handler) parse(ctx context.Context, f kb.File) (docparse.Result, error) {
+	if f.ObjectKey == nil {
+		return docparse.Result{}, failure.Unprocessable("object_missing", "the file has no stored object")
+	}
+	src := h.store
+	key := *f.ObjectKey
+	if f.Source == "bucket" {
+		provider, bucket, k, err := kb.ParseSourceURI(key)
+		if err != nil {
+			return docparse.Result{}, failure.Unprocessable("object_missing", "%v", err)
+		}
+		if h.buckets == nil {
+			return docparse.Result{}, failure.Unprocessable("bucket_not_configured", "no access to %s buckets is configured", provider)
+		}
+		if src, err = h.buckets.Open(provider, bucket); err != nil {
+			return docparse.Result{}, err
+		}
+		key = k
+	}
+	rc, info, err := src.Get(ctx, key)
+	if errors.Is(err, blob.ErrNotFound) {
+		return docparse.Result{}, failure.Unprocessable("object_missing", "the stored object %s is gone", key)
+	}
+	if err != nil {
+		return docparse.Result{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	defer rc.Close()
+	if info.Size > h.cfg.MaxBytes {
+		return docparse.Result{}, failure.New(failure.KindTooLarge, "file_too_large", "the file has %d bytes; the limit is %d", info.Size, h.cfg.MaxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(rc, h.cfg.MaxBytes+1))
+	if err != nil {
+		return docparse.Result{}, fmt.Errorf("read %s: %w", key, err)
+	}
+	if int64(len(data)) > h.cfg.MaxBytes {
+		return docparse.Result{}, failure.New(failure.KindTooLarge, "file_too_large", "the file is larger than %d bytes", h.cfg.MaxBytes)
+	}
+	return h.parser.Parse(ctx, f.Filename, bytes.NewReader(data), int64(len(data)))
+}
+
+// save writes the Markdown and images; image links point at the authorised image route.
+func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (string, []kb.Image, error) {
+	base := fmt.Sprintf("kb/%s/files/%s", f.KBID, f.FileID)
+	md := res.Markdown
+	var imgs []kb.Image
+	for i, im := range res.Images {
+		name := path.Base(strings.ReplaceAll(im.Name, "\\", "/"))
+		if name == "" || name == "." || name == "/" {
+			name = fmt.Sprintf("image-%d", i+1)
+		}
+		key := fmt.Sprintf("%s/images/%03d-%s", base, i+1, name)
+		if _, err := h.store.Put(ctx, key, bytes.NewReader(im.Data), int64(len(im.Data)), im.ContentType); err != nil {
+			return "", nil, fmt.Errorf("store image %s: %w", im.Name, err)
+		}
+		imgs = append(imgs, kb.Image{ObjectKey: key, ContentType: im.ContentType, Size: int64(len(im.Data))})
+		md = strings.ReplaceAll(md, "]("+im.Name+")", "](/api/knowledge/databases/"+f.KBID+"/images/"+key+")")
+	}
+	key := base + "/content.md"
+	if _, err := h.store.Put(ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
+		return "", nil, fmt.Errorf("store markdown: %w", err)
+	}
+	return key, imgs, nil
+}
+
+// fail ends the stage: coded errors (bad input) are permanent and recorded on
+// the file; passing faults release the stage and ask for a retry, until the
+// attempts run out.
+func (h *Handler) fail(ctx context.Context, f kb.File, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	pool := h.kbs.Pool()
+	if kb.Permanent(cause) || f.StageAttempts >= h.cfg.MaxAttempts {
+		msg := cause.Error()
+		if fe, ok := failure.As(cause); ok {
+			msg = fe.Message
+		}
+		if _, err := kb.FailStage(ctx, pool, f, msg); err != nil {
+			return err
+		}
+		h.status(ctx, f, kb.StatusErrorParsing, msg)
+		h.log.Info("file failed to parse", "kb", f.KBID, "file", f.FileID, "error", cause)
+		return nil
+	}
+	if err := kb.ReleaseStage(ctx, pool, f); err != nil {
+		h.log.Warn("release parse stage", "file", f.FileID, "error", err)
+	}
+	return cause
+}
+
+func (h *Handler) status(ctx context.Context, f kb.File, status, msg string) {
+	if h.notify == nil {
+		return
+	}
+	p := map[string]any{"kb_id": f.KBID, "file_id": f.FileID, "filename": f.Filename, "status": status}
+	if msg != "" {
+		p["error_message"] = msg
+	}
+	if _, err := h.notify.NotifyKB(context.WithoutCancel(ctx), f.KBID, p); err != nil {
+		h.log.Debug("notify kb", "error", err)
+	}
+}
+
+// BucketChanged applies a bucket notification to every KB bound to the bucket.
+func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChanged) error {
+	var removed []kb.Removed
+	err := h.ob.Tx(ctx, h.kbs.Pool(), func(tx pgx.Tx, emit outbox.Emit) error {
+		outcomes, r, err := kb.ApplyChange(ctx, tx, emit, h.kw, in, supported)
+		for _, o := range outcomes {
+			h.log.Info("bucket change applied", "provider", in.Provider, "bucket", in.Bucket, "key", in.Key, "op", in.Op,
+				"kb", o.KBID, "file", o.FileID, "action", o.Action, "reason", o.Reason)
+		}
+		removed = r
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, r := range removed {
+		h.cleanup(ctx, r)
+	}
+	return nil
+}
+
+// cleanup deletes a removed file's objects and vectors (after commit; both
+// are retried later by the sweep if this fails).
+func (h *Handler) cleanup(ctx context.Context, r kb.Removed) {
+	for _, k := range r.ObjectKeys {
+		if err := h.store.Delete(ctx, k); err != nil {
+			h.log.Warn("delete object", "key", k, "error", err)
+		}
+	}
+	if len(r.Files) > 0 && h.vectors != nil {
+		if _, err := kb.FlushVectorDeletes(ctx, h.kbs.Pool(), h.vectors, r.Files[0].KBID); err != nil {
+			h.log.Warn("delete vectors", "error", err)
+		}
+	}
+}
+
+// gcs adapts a Cloud Storage object event to a bucket change.
+func (h *Handler) gcs(op string) func(ctx context.Context, in events.GCSObject) error {
+	return func(ctx context.Context, in events.GCSObject) error {
+		if strings.HasSuffix(in.Name, "/") {
+			return nil // a folder placeholder
+		}
+		var size int64
+		_, _ = fmt.Sscan(in.Size, &size)
+		return h.BucketChanged(ctx, events.BucketObjectChanged{Provider: "gcs", Bucket: in.Bucket, Key: in.Name, Size: size,
+			ETag: in.ETag, Version: in.Generation, Op: op, Time: in.Updated})
+	}
+}
+
+// supported tells whether a file name has a parseable extension.
+func supported(filename string) bool {
+	ext := strings.ToLower(path.Ext(filename))
+	for _, e := range docparse.SupportedExtensions() {
+		if e == ext {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,1043 @@
+package intake
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
+	"github.com/yuxi-serverless/yuxi/shared/chunk"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+)
+
+// MaxUploadBytes is the largest file an upload accepts (413 above).
+const MaxUploadBytes = 100 << 20
+
+// knowledgeRoutes: document knowledge bases (/api/knowledge…). Management
+// routes need the admin role and the KB permission, as the original; any
+// user reaches the KBs shared with them through the external routes and the
+// agent tools.
+func (s *Server) knowledgeRoutes(mux *http.ServeMux) {
+	if s.d.KBs == nil {
+		return
+	}
+	mux.HandleFunc("GET /api/knowledge/databases", s.admin(s.listKBs))
+	mux.HandleFunc("POST /api/knowledge/databases", s.admin(s.createKB))
+	mux.HandleFunc("GET /api/knowledge/databases/accessible", s.user(s.accessibleKBs))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}", s.admin(s.getKB))
+	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}", s.admin(s.updateKB))
+	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}", s.admin(s.deleteKB))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents", s.admin(s.listDocuments))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/search", s.admin(s.searchDocuments))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents", s.admin(s.addDocuments))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/add", s.admin(s.addDocumentsOnly))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/parse", s.admin(s.reparseDocuments))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/index", s.admin(s.reindexDocuments))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.getDocument))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/basic", s.admin(s.getDocumentBasic))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/content", s.admin(s.getDocumentContent))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/download", s.admin(s.downloadDocument))
+	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.deleteDocument))
+	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/batch", s.admin(s.deleteDocuments))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/folders", s.admin(s.createFolder))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/images/{object_path...}", s.user(s.kbImage))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query", s.admin(s.queryKB))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query-test", s.admin(s.queryTest))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/query-params", s.admin(s.getQueryParams))
+	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/query-params", s.admin(s.putQueryParams))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/events", s.admin(s.kbEvents))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/sources", s.admin(s.listSources))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/sources", s.admin(s.addSource))
+	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/sources/{source_id}", s.admin(s.removeSource))
+	mux.HandleFunc("POST /api/knowledge/files/upload", s.admin(s.uploadFile))
+	mux.HandleFunc("GET /api/knowledge/files/supported-types", s.admin(s.supportedTypes))
+	mux.HandleFunc("GET /api/knowledge/chunk-presets", s.admin(s.chunkPresets))
+	mux.HandleFunc("GET /api/knowledge/types", s.admin(s.kbTypes))
+	mux.HandleFunc("POST /api/knowledge/notifications", s.bucketNotification)
+	mux.HandleFunc("GET /api/knowledge/databases/external", s.user(s.externalKBs))
+}
+
+// externalPrefix starts the CLI's knowledge routes. Their patterns overlap
+// …/databases/{kb_id}/… ambiguously for ServeMux (…/external/{kb_id}/files
+// against …/{kb_id}/documents/{doc_id}), so they live on their own mux and
+// Handler sends every path under the prefix there.
+const externalPrefix = "/api/knowledge/databases/external/"
+
+func (s *Server) externalKBRoutes(mux *http.ServeMux) {
+	if s.d.KBs == nil {
+		return
+	}
+	mux.HandleFunc("GET /api/knowledge/databases/external/{kb_id}/files", s.user(s.externalFiles))
+	mux.HandleFunc("POST /api/knowledge/databases/external/{kb_id}/retrieve", s.user(s.externalRetrieve))
+	mux.HandleFunc("GET /api/knowledge/databases/external/{kb_id}/files/{file_id}/open", s.user(s.externalOpen))
+	mux.HandleFunc("POST /api/knowledge/databases/external/{kb_id}/files/{file_id}/find", s.user(s.externalFind))
+}
+
+func (s *Server) listKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	list, err := s.d.KBs.List(r.Context(), subject(p))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"databases": list})
+}
+
+func (s *Server) accessibleKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	list, err := s.d.KBs.List(r.Context(), subject(p))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, k := range list {
+		out = append(out, map[string]any{"kb_id": k.KBID, "db_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "permission": k.Permission})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"databases": out})
+}
+
+func (s *Server) createKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in kb.CreateInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	k, err := s.d.KBs.Create(r.Context(), subject(p), in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, k)
+}
+
+func (s *Server) getKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	k, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("kb_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, k)
+}
+
+func (s *Server) updateKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in kb.UpdateInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	k, err := s.d.KBs.Update(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, k)
+}
+
+// deleteKB removes the KB's rows, then its vectors, keyword index and objects.
+func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID := r.PathValue("kb_id")
+	var k kb.KB
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		var err error
+		if k, err = s.d.KBs.Delete(r.Context(), tx, subject(p), kbID); err != nil {
+			return err
+		}
+		return s.d.Keyword.DropIndex(r.Context(), tx, kbID)
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	if err := s.d.Vectors.DropCollection(ctx, kbID); err != nil {
+		s.log.Warn("drop vector collection", "kb", kbID, "error", err)
+	}
+	if objs, err := s.d.Blob.List(ctx, "kb/"+kbID+"/"); err == nil {
+		for _, o := range objs {
+			_ = s.d.Blob.Delete(ctx, o.Key)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kb_id": k.KBID})
+}
+
+// --- upload and documents ---
+
+// uploadFile stores one file (multipart field "file") for a later
+// POST …/documents. Unsupported types are 415 with the supported list, files
+// over 100 MB 413, the same content twice in a KB 409.
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID := r.URL.Query().Get("kb_id")
+	if kbID == "" {
+		writeError(w, s.log, failure.Unprocessable("missing_kb_id", "kb_id is required (?kb_id=…)"))
+		return
+	}
+	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxUploadBytes+(1<<20))
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, s.log, failure.Invalid("invalid_multipart", "expected a multipart/form-data body with a file field: %v", err))
+		return
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			writeError(w, s.log, failure.Invalid("missing_file", "the form has no file field"))
+			return
+		}
+		if err != nil {
+			writeError(w, s.log, uploadReadError(err))
+			return
+		}
+		if part.FormName() != "file" || part.FileName() == "" {
+			continue
+		}
+		out, err := s.storeUpload(r.Context(), kbID, part)
+		if err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+		return
+	}
+}
+
+func uploadReadError(err error) error {
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) || strings.Contains(err.Error(), "request body too large") {
+		return failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20)
+	}
+	return failure.Invalid("invalid_multipart", "cannot read the upload: %v", err)
+}
+
+func unsupported(name string) error {
+	return failure.New(failure.KindUnsupportedMedia, "unsupported_file_type", "%q is not a supported file type", name).
+		With(map[string]any{"supported": docparse.SupportedExtensions()})
+}
+
+func (s *Server) storeUpload(ctx context.Context, kbID string, part io.Reader) (map[string]any, error) {
+	type named interface{ FileName() string }
+	name := path.Base(strings.ReplaceAll(part.(named).FileName(), "\\", "/"))
+	ext := strings.ToLower(path.Ext(name))
+	ok := false
+	for _, e := range docparse.SupportedExtensions() {
+		ok = ok || e == ext
+	}
+	if !ok {
+		return nil, unsupported(name)
+	}
+	head := make([]byte, 4096)
+	n, err := io.ReadFull(part, head)
+	if err != nil && err != io.ErrUnexpectedEOF && err != io.EOF {
+		return nil, uploadReadError(err)
+	}
+	head = head[:n]
+	if n == 0 {
+		return nil, failure.Unprocessable("empty_file", "%s is empty", name)
+	}
+	if _, err := docparse.Detect(name, head); err != nil {
+		return nil, failure.New(failure.KindUnsupportedMedia, "wrong_file_type", "%v", err).With(map[string]any{"supported": docparse.SupportedExtensions()})
+	}
+	sum := sha256.New()
+	body := io.TeeReader(io.MultiReader(strings.NewReader(string(head)), part), sum)
+	counted := &countingReader{r: body, limit: MaxUploadBytes}
+	key := fmt.Sprintf("kb/%s/upload/%d-%s", kbID, time.Now().UnixNano(), name)
+	ct := mime.TypeByExtension(ext)
+	info, err := s.d.Blob.Put(ctx, key, counted, -1, ct)
+	if counted.over {
+		_ = s.d.Blob.Delete(context.WithoutCancel(ctx), key)
+		return nil, failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20)
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20)
+		}
+		return nil, fmt.Errorf("store upload: %w", err)
+	}
+	hash := hex.EncodeToString(sum.Sum(nil))
+	var dup string
+	if err := s.d.Pool.QueryRow(ctx, `SELECT coalesce((SELECT filename FROM knowledge_files WHERE kb_id = $1 AND content_hash = $2 AND NOT is_folder LIMIT 1), '')`,
+		kbID, hash).Scan(&dup); err != nil {
+		return nil, err
+	}
+	if dup != "" {
+		_ = s.d.Blob.Delete(context.WithoutCancel(ctx), key)
+		return nil, failure.Conflict("duplicate_content", "a file with the same content (%s) is already in this knowledge base", dup)
+	}
+	var sameName []string
+	rows, err := s.d.Pool.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND filename = lower($2) AND NOT is_folder`, kbID, name)
+	if err == nil {
+		for rows.Next() {
+			var id string
+			_ = rows.Scan(&id)
+			sameName = append(sameName, id)
+		}
+		rows.Close()
+	}
+	return map[string]any{"file_path": key, "object_name": key, "content_hash": hash, "filename": strings.ToLower(name),
+		"original_filename": name, "size": info.Size, "same_name_files": nonNil(sameName), "has_same_name": len(sameName) > 0}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+type countingReader struct {
+	r     io.Reader
+	n     int64
+	limit int64
+	over  bool
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	if c.n > c.limit {
+		c.over = true
+		return n, errors.New("file larger than the upload limit")
+	}
+	return n, err
+}
+
+type documentsBody struct {
+	Items  []string `json:"items"`
+	Params struct {
+		AutoIndex         *bool             `json:"auto_index"`
+		ChunkPresetID     string            `json:"chunk_preset_id"`
+		ChunkParserConfig json.RawMessage   `json:"chunk_parser_config"`
+		ContentHashes     map[string]string `json:"content_hashes"`
+		ParentID          *string           `json:"parent_id"`
+		OCREngine         string            `json:"ocr_engine"`
+	} `json:"params"`
+}
+
+// addDocuments registers uploaded files and starts ingestion (parse, then
+// index unless auto_index is false). It answers at once; progress is the
+// files' status (GET …/documents/{id}/basic) and the KB's event stream.
+func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.registerDocuments(w, r, p, true)
+}
+
+// addDocumentsOnly registers uploaded files without parsing them.
+func (s *Server) addDocumentsOnly(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.registerDocuments(w, r, p, false)
+}
+
+func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal, process bool) {
+	kbID := r.PathValue("kb_id")
+	var in documentsBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if len(in.Items) == 0 || len(in.Items) > 1000 {
+		writeError(w, s.log, failure.Unprocessable("invalid_items", "items must list 1 to 1000 uploaded files"))
+		return
+	}
+	var chunking json.RawMessage
+	if in.Params.ChunkPresetID != "" || len(in.Params.ChunkParserConfig) > 0 {
+		m := map[string]any{}
+		if in.Params.ChunkPresetID != "" {
+			m["chunk_preset_id"] = chunk.ResolvePreset(in.Params.ChunkPresetID)
+		}
+		if len(in.Params.ChunkParserConfig) > 0 {
+			if _, err := chunk.ParseConfig(in.Params.ChunkParserConfig); err != nil {
+				writeError(w, s.log, err)
+				return
+			}
+			m["chunk_parser_config"] = in.Params.ChunkParserConfig
+		}
+		chunking, _ = json.Marshal(m)
+	}
+	auto := true
+	if in.Params.AutoIndex != nil {
+		auto = *in.Params.AutoIndex
+	}
+	var files []kb.File
+	err := s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), kbID); err != nil {
+			return err
+		}
+		var nfs []kb.NewFile
+		for _, item := range in.Items {
+			if !strings.HasPrefix(item, "kb/"+kbID+"/upload/") {
+				return failure.Unprocessable("invalid_items", "item %q is not a file uploaded to this knowledge base", item)
+			}
+			info, err := s.d.Blob.Stat(r.Context(), item)
+			if errors.Is(err, blob.ErrNotFound) {
+				return failure.NotFound("upload_not_found", "uploaded file %q not found; upload it first", item)
+			}
+			if err != nil {
+				return err
+			}
+			name := path.Base(item)
+			if i := strings.Index(name, "-"); i >= 0 {
+				name = name[i+1:]
+			}
+			nfs = append(nfs, kb.NewFile{Filename: name, ObjectKey: item, ContentHash: in.Params.ContentHashes[item], Size: info.Size,
+				ContentType: info.ContentType, ParentID: in.Params.ParentID, CreatedBy: p.UID,
+				Processing: kb.Processing{AutoIndex: auto, Chunking: chunking, OCREngine: in.Params.OCREngine}})
+		}
+		var err error
+		files, err = kb.AddFiles(r.Context(), tx, func(ps ...outbox.Pending) error {
+			if !process {
+				return nil
+			}
+			return emit(ps...)
+		}, kbID, nfs)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	items := make([]map[string]any, 0, len(files))
+	for i, f := range files {
+		items = append(items, map[string]any{"item": in.Items[i], "file_id": f.FileID, "status": f.Status, "filename": f.Filename})
+	}
+	status := "queued"
+	if !process {
+		status = "added"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "message": "files added; follow their status", "items": items})
+}
+
+type fileIDsBody struct {
+	FileIDs []string        `json:"file_ids"`
+	Params  json.RawMessage `json:"params"`
+}
+
+// reparseDocuments sends files back to parsing (from any settled status).
+func (s *Server) reparseDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.restage(w, r, p, kb.StatusUploaded)
+}
+
+// reindexDocuments sends parsed files back to indexing, optionally with new chunk settings.
+func (s *Server) reindexDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.restage(w, r, p, kb.StatusParsed)
+}
+
+func (s *Server) restage(w http.ResponseWriter, r *http.Request, p auth.Principal, to string) {
+	kbID := r.PathValue("kb_id")
+	var in fileIDsBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if len(in.FileIDs) == 0 || len(in.FileIDs) > 1000 {
+		writeError(w, s.log, failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files"))
+		return
+	}
+	var chunking json.RawMessage
+	if len(in.Params) > 0 && string(in.Params) != "null" {
+		if _, err := kb.ResolveChunking(in.Params); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+		chunking = in.Params
+	}
+	var out []map[string]any
+	err := s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), kbID); err != nil {
+			return err
+		}
+		res, err := kb.Restage(r.Context(), tx, emit, kbID, in.FileIDs, to, chunking)
+		out = res
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "items": out})
+}
+
+func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in struct {
+		FolderName string  `json:"folder_name"`
+		Name       string  `json:"name"`
+		ParentID   *string `json:"parent_id"`
+	}
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	name := in.FolderName
+	if name == "" {
+		name = in.Name
+	}
+	var f kb.File
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
+			return err
+		}
+		var err error
+		f, err = kb.CreateFolder(r.Context(), tx, r.PathValue("kb_id"), name, in.ParentID, p.UID)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+func listInput(r *http.Request) (kb.ListInput, error) {
+	q := r.URL.Query()
+	in := kb.ListInput{Query: q.Get("query"), Status: q.Get("status")}
+	var err error
+	if v := q.Get("offset"); v != "" {
+		if in.Offset, err = strconv.Atoi(v); err != nil || in.Offset < 0 {
+			return in, failure.Unprocessable("invalid_query", "offset must be a non-negative integer")
+		}
+	}
+	in.Limit = 100
+	if v := q.Get("limit"); v != "" {
+		if in.Limit, err = strconv.Atoi(v); err != nil || in.Limit < 1 || in.Limit > 500 {
+			return in, failure.Unprocessable("invalid_query", "limit must be between 1 and 500")
+		}
+	}
+	if v := q.Get("parent_id"); v != "" {
+		in.ParentID = &v
+	}
+	return in, nil
+}
+
+func (s *Server) listDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	in, err := listInput(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	s.writeFileList(w, r, p, in, false)
+}
+
+func (s *Server) searchDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	in, err := listInput(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	in.AllLevels = true
+	if in.Query == "" {
+		in.Query = r.URL.Query().Get("keyword")
+	}
+	s.writeFileList(w, r, p, in, false)
+}
+
+func (s *Server) writeFileList(w http.ResponseWriter, r *http.Request, p auth.Principal, in kb.ListInput, external bool) {
+	kbID := r.PathValue("kb_id")
+	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	files, total, err := kb.ListFiles(r.Context(), s.d.Pool, kbID, in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"files": files, "total": total, "offset": in.Offset, "limit": in.Limit,
+		"has_more": in.Offset+len(files) < total})
+}
+
+func (s *Server) getDocumentBasic(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"meta": f})
+}
+
+func (s *Server) getDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.documentContent(w, r, p, true)
+}
+
+func (s *Server) getDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.documentContent(w, r, p, false)
+}
+
+func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.Principal, withMeta bool) {
+	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	chunks, err := kb.FileChunks(r.Context(), s.d.Pool, f.FileID)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	md, err := s.markdown(r.Context(), f)
+	if err != nil && !errors.Is(err, errNoMarkdown) {
+		writeError(w, s.log, err)
+		return
+	}
+	out := map[string]any{"chunks": chunks, "content": md, "lines": splitLines(md)}
+	if withMeta {
+		out["meta"] = f
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+var errNoMarkdown = errors.New("no markdown")
+
+func (s *Server) markdown(ctx context.Context, f kb.File) (string, error) {
+	if f.MarkdownKey == nil {
+		return "", errNoMarkdown
+	}
+	rc, _, err := s.d.Blob.Get(ctx, *f.MarkdownKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", errNoMarkdown
+	}
+	if err != nil {
+		return "", err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+	return string(b), err
+}
+
+func splitLines(md string) []string {
+	if md == "" {
+		return []string{}
+	}
+	return strings.Split(strings.TrimSuffix(strings.ReplaceAll(md, "\r\n", "\n"), "\n"), "\n")
+}
+
+func (s *Server) downloadDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if f.ObjectKey == nil || f.Source != "upload" {
+		writeError(w, s.log, failure.NotFound("original_not_available", "the original of this file is not stored here"))
+		return
+	}
+	rc, info, err := s.d.Blob.Get(r.Context(), *f.ObjectKey)
+	if err != nil {
+		writeError(w, s.log, failure.NotFound("original_not_available", "the original of this file is gone"))
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", info.ContentType)
+	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.OriginalFilename}))
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	_, _ = io.Copy(w, rc)
+}
+
+// kbImage serves an image extracted from a KB document to anyone who may
+// read the KB (images are never public).
+func (s *Server) kbImage(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID, key := r.PathValue("kb_id"), r.PathValue("object_path")
+	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if !strings.HasPrefix(key, "kb/"+kbID+"/") || strings.Contains(key, "..") {
+		writeError(w, s.log, failure.Invalid("invalid_image_path", "not an image of this knowledge base"))
+		return
+	}
+	var ct string
+	if err := s.d.Pool.QueryRow(r.Context(), `SELECT content_type FROM knowledge_images WHERE kb_id = $1 AND object_key = $2`, kbID, key).Scan(&ct); err != nil {
+		writeError(w, s.log, failure.NotFound("image_not_found", "image not found"))
+		return
+	}
+	rc, info, err := s.d.Blob.Get(r.Context(), key)
+	if err != nil {
+		writeError(w, s.log, failure.NotFound("image_not_found", "image not found"))
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	w.Header().Set("Cache-Control", "private, max-age=3600")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	_, _ = io.Copy(w, rc)
+}
+
+func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.removeFiles(w, r, p, []string{r.PathValue("doc_id")})
+}
+
+func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in fileIDsBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if len(in.FileIDs) == 0 || len(in.FileIDs) > 1000 {
+		writeError(w, s.log, failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files"))
+		return
+	}
+	s.removeFiles(w, r, p, in.FileIDs)
+}
+
+func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request, p auth.Principal, ids []string) {
+	kbID := r.PathValue("kb_id")
+	var removed kb.Removed
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), kbID); err != nil {
+			return err
+		}
+		var err error
+		removed, err = kb.DeleteFiles(r.Context(), tx, s.d.Keyword, kbID, ids)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	ctx := context.WithoutCancel(r.Context())
+	if _, err := kb.FlushVectorDeletes(ctx, s.d.Pool, s.d.Vectors, kbID); err != nil {
+		s.log.Warn("delete vectors (the sweep retries)", "kb", kbID, "error", err)
+	}
+	for _, k := range removed.ObjectKeys {
+		_ = s.d.Blob.Delete(ctx, k)
+	}
+	deleted := make([]string, 0, len(removed.Files))
+	for _, f := range removed.Files {
+		deleted = append(deleted, f.FileID)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
+}
+
+// --- query ---
+
+type queryBody struct {
+	Query    string          `json:"query"`
+	Meta     json.RawMessage `json:"meta"`
+	Options  json.RawMessage `json:"options"`
+	FileName string          `json:"file_name"`
+}
+
+func (s *Server) runQuery(r *http.Request, p auth.Principal, kbID string, in queryBody) ([]kb.Result, error) {
+	k, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID)
+	if err != nil {
+		return nil, err
+	}
+	opts := in.Options
+	if len(opts) == 0 {
+		opts = in.Meta
+	}
+	fileName := in.FileName
+	var m map[string]json.RawMessage
+	if json.Unmarshal(opts, &m) == nil {
+		if v, ok := m["file_name"]; ok {
+			_ = json.Unmarshal(v, &fileName)
+			delete(m, "file_name")
+			opts, _ = json.Marshal(m)
+		}
+	}
+	ret, err := k.Retrieval().Overlay(opts)
+	if err != nil {
+		return nil, err
+	}
+	return s.d.Retriever.Query(r.Context(), k, in.Query, ret, fileName)
+}
+
+// queryKB answers {result, status:"success"} as the original.
+func (s *Server) queryKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in queryBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	res, err := s.runQuery(r, p, r.PathValue("kb_id"), in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"result": res, "status": "success"})
+}
+
+// queryTest answers the raw result list.
+func (s *Server) queryTest(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in queryBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	res, err := s.runQuery(r, p, r.PathValue("kb_id"), in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) getQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	k, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("kb_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"options": kb.ParamOptions(k.Retrieval()), "values": k.Retrieval()})
+}
+
+func (s *Server) putQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in json.RawMessage
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var wrapped struct {
+		Options json.RawMessage `json:"options"`
+	}
+	if json.Unmarshal(in, &wrapped) == nil && len(wrapped.Options) > 0 {
+		in = wrapped.Options
+	}
+	ret, err := s.d.KBs.SetRetrieval(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"options": kb.ParamOptions(ret), "values": ret})
+}
+
+func (s *Server) supportedTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	writeJSON(w, http.StatusOK, map[string]any{"file_types": docparse.SupportedExtensions(), "max_file_size": MaxUploadBytes})
+}
+
+func (s *Server) chunkPresets(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	out := []map[string]string{}
+	for _, pr := range chunk.Presets() {
+		out = append(out, map[string]string{"value": pr.ID, "label": pr.Label, "description": pr.Description})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"presets": out, "default": "general"})
+}
+
+func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	writeJSON(w, http.StatusOK, map[string]any{"kb_types": []map[string]any{{"type": kb.TypeDocument, "name": "Document knowledge base",
+		"description": "Files parsed to Markdown, chunked, searched by vector, BM25 keyword or hybrid retrieval.", "supports_documents": true}}})
+}
+
+// kbEvents streams the KB's file status changes (SSE, event file_status).
+func (s *Server) kbEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID := r.PathValue("kb_id")
+	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	serveNotices(w, r, s.d.Hub, s.d.Hub.KBKey(kbID), s.d.SSEHeartbeat, s.d.SSEMaxDuration)
+}
+
+// --- sources (bucket bindings) ---
+
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	list, err := s.d.KBs.Sources(r.Context(), subject(p), r.PathValue("kb_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"sources": list})
+}
+
+func (s *Server) addSource(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in struct {
+		Provider string `json:"provider"`
+		Bucket   string `json:"bucket"`
+		Prefix   string `json:"prefix"`
+	}
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	src, err := s.d.KBs.AddSource(r.Context(), subject(p), r.PathValue("kb_id"), in.Provider, in.Bucket, in.Prefix)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, src)
+}
+
+func (s *Server) removeSource(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := strconv.ParseInt(r.PathValue("source_id"), 10, 64)
+	if err != nil {
+		writeError(w, s.log, failure.NotFound("source_not_found", "source not found"))
+		return
+	}
+	if err := s.d.KBs.RemoveSource(r.Context(), subject(p), r.PathValue("kb_id"), id); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+}
+
+// --- external (CLI) routes: any user with read access ---
+
+func (s *Server) externalKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	list, err := s.d.KBs.List(r.Context(), subject(p))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, k := range list {
+		out = append(out, map[string]any{"kb_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "supports_documents": true})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"databases": out})
+}
+
+func (s *Server) externalFiles(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	in, err := listInput(r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	in.AllLevels = in.Query != ""
+	s.writeFileList(w, r, p, in, true)
+}
+
+func (s *Server) externalRetrieve(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in queryBody
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	kbID := r.PathValue("kb_id")
+	res, err := s.runQuery(r, p, kbID, in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, kb.SearchOutput(kbID, res))
+}
+
+func (s *Server) externalOpen(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("file_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	q := r.URL.Query()
+	offset, _ := strconv.Atoi(q.Get("offset"))
+	limit := 200
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1800 {
+			writeError(w, s.log, failure.Unprocessable("invalid_window", "limit must be between 1 and 1800"))
+			return
+		}
+	}
+	md, err := s.markdown(r.Context(), f)
+	if errors.Is(err, errNoMarkdown) {
+		writeError(w, s.log, failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status))
+		return
+	}
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	win, err := kb.OpenWindow(f.KBID, f.FileID, md, 0, offset, limit)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, win)
+}
+
+func (s *Server) externalFind(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in kb.FindOptions
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("file_id"))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	md, err := s.markdown(r.Context(), f)
+	if errors.Is(err, errNoMarkdown) {
+		writeError(w, s.log, failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status))
+		return
+	}
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	res, err := kb.Find(f.KBID, f.FileID, md, in)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+// bucketNotification receives bucket notifications — S3 event records
+// (directly, or wrapped by SNS/SQS), EventBridge S3 events, MinIO webhooks,
+// Cloud Storage object events — authenticated with the notification token,
+// and turns each object change into io.yuxi.bucket.object.changed.v1 for
+// doc-parse. Repeated deliveries of one change are one event.
+func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
+	if s.d.NotifyToken == "" {
+		writeError(w, s.log, failure.NotFound("route_not_found", "bucket notifications are not enabled (set YUXI_NOTIFY_TOKEN)"))
+		return
+	}
+	token := r.Header.Get("X-Yuxi-Notify-Token")
+	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		token = v
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(s.d.NotifyToken)) != 1 {
+		writeError(w, s.log, failure.Unauthorized("invalid_notify_token", "missing or wrong notification token"))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
+	if err != nil {
+		writeError(w, s.log, failure.New(failure.KindTooLarge, "payload_too_large", "notifications are limited to 4 MiB"))
+		return
+	}
+	changes, err := notify.Decode(body)
+	if err != nil {
+		writeError(w, s.log, failure.Invalid("invalid_notification", "%v", err))
+		return
+	}
+	err = s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		for _, c := range changes {
+			ev := events.BucketObjectChanged{Provider: c.Provider, Bucket: c.Bucket, Key: c.Key, Size: c.Size, ETag: c.ETag,
+				Version: c.Version, Op: c.Op}
+			if !c.Time.IsZero() {
+				ev.Time = c.Time.UTC().Format(time.RFC3339Nano)
+			}
+			key := fmt.Sprintf("bucket:%s:%s:%s:%s:%s:%s", c.Provider, c.Bucket, c.Key, c.Version, c.ETag, c.Op)
+			if len(key) > 1000 {
+				sum := sha256.Sum256([]byte(key))
+				key = "bucket:" + hex.EncodeToString(sum[:])
+			}
+			if err := emit(outbox.Pending{Payload: ev, DedupeKey: key}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{"accepted": len(changes)})
+}

@@ -1,0 +1,293 @@
+// Package indexdoc is the handler of the kb-index function: it chunks a
+// parsed file, embeds the chunks that are new (unchanged content keeps its
+// chunk id and vector: embeddings are cached by content hash), writes the
+// vectors, then replaces the file's chunks and keyword postings in one
+// transaction and marks the file indexed.
+//
+// The file's status moves parsed → indexing → indexed | error_indexing. The
+// indexing stage is a lease on the file row (see parsedoc). A crash mid-file
+// resumes: embedded batches are in the cache, vectors are upserted by chunk
+// id, and nothing of the previous chunks is replaced until the final commit —
+// a search never sees a half-replaced file.
+//
+// Imported by: functions/kb-index (main), infra/local, tests.
+// May import: events, shared/*.
+package indexdoc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/chunk"
+	"github.com/yuxi-serverless/yuxi/shared/embed"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/vector"
+)
+
+// Vectors is the vector store.
+type Vectors interface {
+	EnsureCollection(ctx context.Context, name string, dim int) error
+	Upsert(ctx context.Context, collection string, items []vector.Item) error
+	Delete(ctx context.Context, collection string, ids []string) error
+}
+
+// Embedders builds a KB's embedder.
+type Embedders interface {
+	Embedder(spec string, dim int) (embed.Embedder, error)
+}
+
+// Notifier announces file status changes to watchers of a KB.
+type Notifier interface {
+	NotifyKB(ctx context.Context, kbID string, payload any) (string, error)
+}
+
+// Config tunes the handler.
+type Config struct {
+	Lease       time.Duration // indexing stage lease (default 15 min)
+	Batch       int           // texts per embedding call (default 64)
+	MaxAttempts int           // passing faults retried this often, then error_indexing (default 5)
+	Crash       func(point string)
+}
+
+// Handler handles document.parsed.
+type Handler struct {
+	kbs       *kb.Store
+	store     blob.Store
+	kw        kb.KeywordWriter
+	vectors   Vectors
+	embedders Embedders
+	notify    Notifier
+	cfg       Config
+	log       *slog.Logger
+}
+
+// New returns the handler. notify may be nil.
+func New(kbs *kb.Store, store blob.Store, kw kb.KeywordWriter, vectors Vectors, embedders Embedders, notify Notifier, cfg Config, log *slog.Logger) *Handler {
+	if cfg.Lease <= 0 {
+		cfg.Lease = 15 * time.Minute
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = 64
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = 5
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{kbs: kbs, store: store, kw: kw, vectors: vectors, embedders: embedders, notify: notify, cfg: cfg, log: log}
+}
+
+// Register adds the handler to a function router.
+func (h *Handler) Register(r *faas.Router) { faas.On(r, h.Parsed) }
+
+func (h *Handler) crash(point string) {
+	if h.cfg.Crash != nil {
+		h.cfg.Crash(point)
+	}
+}
+
+// Parsed indexes one file.
+func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
+	pool := h.kbs.Pool()
+	f, err := kb.ClaimIndex(ctx, pool, in.FileID, h.cfg.Lease)
+	switch {
+	case errors.Is(err, kb.ErrFileNotFound), errors.Is(err, kb.ErrBusy), errors.Is(err, kb.ErrNotReady):
+		return nil
+	case err != nil:
+		return err
+	}
+	h.status(ctx, f, kb.StatusIndexing, "")
+	h.crash("index.claimed")
+	if err := h.index(ctx, f); err != nil {
+		if errors.Is(err, kb.ErrStageLost) {
+			return nil
+		}
+		return h.fail(ctx, f, err)
+	}
+	h.status(ctx, f, kb.StatusIndexed, "")
+	return nil
+}
+
+func (h *Handler) index(ctx context.Context, f kb.File) error {
+	pool := h.kbs.Pool()
+	k, err := h.kbs.Load(ctx, pool, f.KBID)
+	if err != nil {
+		return err
+	}
+	if f.MarkdownKey == nil {
+		return failure.Unprocessable("not_parsed", "the file has no parsed Markdown")
+	}
+	rc, _, err := h.store.Get(ctx, *f.MarkdownKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return failure.Unprocessable("not_parsed", "the parsed Markdown is gone; parse the file again")
+	}
+	if err != nil {
+		return err
+	}
+	md, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	ch, err := kb.ResolveChunking(k.AdditionalParams, f.Processing().Chunking)
+	if err != nil {
+		return err
+	}
+	em, err := h.embedders.Embedder(k.EmbeddingModelSpec, k.EmbeddingDim)
+	if err != nil {
+		return err
+	}
+	chunks, err := chunk.Split(ctx, ch.PresetID, string(md), ch.Config, chunk.Options{Filename: f.Filename, Embedder: em})
+	if err != nil {
+		return err
+	}
+	ids := chunk.ChunkIDs(f.FileID, chunks)
+	indexed := make([]kb.IndexedChunk, len(chunks))
+	for i, c := range chunks {
+		indexed[i] = kb.IndexedChunk{ID: ids[i], Chunk: c}
+	}
+	existing, err := kb.ExistingChunks(ctx, pool, f.FileID)
+	if err != nil {
+		return err
+	}
+	if err := h.embedNew(ctx, k, em, f, indexed, existing); err != nil {
+		return err
+	}
+	h.crash("index.before_commit")
+	var removed []string
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		removed, err = kb.CommitIndex(ctx, tx, h.kw, f, indexed)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	h.crash("index.after_commit")
+	if len(removed) > 0 {
+		if _, err := kb.FlushVectorDeletes(ctx, pool, h.vectors, f.KBID); err != nil {
+			h.log.Warn("delete stale vectors (the sweep retries)", "kb", f.KBID, "error", err)
+		}
+	}
+	return nil
+}
+
+// embedNew embeds the chunks the file did not have (by content-derived id),
+// through the embedding cache, and upserts their vectors.
+func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb.File, chunks []kb.IndexedChunk, existing map[string]bool) error {
+	pool := h.kbs.Pool()
+	var todo []kb.IndexedChunk
+	for _, c := range chunks {
+		if !existing[c.ID] {
+			todo = append(todo, c)
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	if err := h.vectors.EnsureCollection(ctx, k.KBID, k.EmbeddingDim); err != nil {
+		return err
+	}
+	for start := 0; start < len(todo); start += h.cfg.Batch {
+		batch := todo[start:min(start+h.cfg.Batch, len(todo))]
+		hashes := make([]string, len(batch))
+		for i, c := range batch {
+			hashes[i] = c.Chunk.ContentHash
+		}
+		cached, err := kb.CachedEmbeddings(ctx, pool, em.Model(), hashes)
+		if err != nil {
+			return err
+		}
+		var texts []string
+		var missing []string
+		for _, c := range batch {
+			if _, ok := cached[c.Chunk.ContentHash]; !ok && !contains(missing, c.Chunk.ContentHash) {
+				texts = append(texts, c.Chunk.Content)
+				missing = append(missing, c.Chunk.ContentHash)
+			}
+		}
+		if len(texts) > 0 {
+			vecs, err := em.Embed(ctx, texts)
+			if err != nil {
+				return fmt.Errorf("embed chunks: %w", err)
+			}
+			if len(vecs) != len(texts) {
+				return fmt.Errorf("embed chunks: %d vectors for %d texts", len(vecs), len(texts))
+			}
+			fresh := map[string][]float32{}
+			for i, v := range vecs {
+				if len(v) != k.EmbeddingDim {
+					return failure.Unprocessable("embedding_dimension_mismatch", "model %s returned %d dimensions; the knowledge base expects %d",
+						em.Model(), len(v), k.EmbeddingDim)
+				}
+				fresh[missing[i]] = v
+				cached[missing[i]] = v
+			}
+			if err := kb.CacheEmbeddings(ctx, pool, em.Model(), fresh); err != nil {
+				return err
+			}
+		}
+		items := make([]vector.Item, len(batch))
+		for i, c := range batch {
+			items[i] = vector.Item{ID: c.ID, Group: f.FileID, Vector: cached[c.Chunk.ContentHash]}
+		}
+		if err := h.vectors.Upsert(ctx, k.KBID, items); err != nil {
+			return err
+		}
+		h.crash("index.batch_embedded")
+	}
+	return nil
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) fail(ctx context.Context, f kb.File, cause error) error {
+	ctx = context.WithoutCancel(ctx)
+	pool := h.kbs.Pool()
+	if kb.Permanent(cause) || f.StageAttempts >= h.cfg.MaxAttempts {
+		msg := cause.Error()
+		if fe, ok := failure.As(cause); ok {
+			msg = fe.Message
+		}
+		if _, err := kb.FailStage(ctx, pool, f, msg); err != nil {
+			return err
+		}
+		h.status(ctx, f, kb.StatusErrorIndexing, msg)
+		h.log.Info("file failed to index", "kb", f.KBID, "file", f.FileID, "error", cause)
+		return nil
+	}
+	if err := kb.ReleaseStage(ctx, pool, f); err != nil {
+		h.log.Warn("release index stage", "file", f.FileID, "error", err)
+	}
+	return cause
+}
+
+func (h *Handler) status(ctx context.Context, f kb.File, status, msg string) {
+	if h.notify == nil {
+		return
+	}
+	p := map[string]any{"kb_id": f.KBID, "file_id": f.FileID, "filename": f.Filename, "status": status}
+	if msg != "" {
+		p["error_message"] = msg
+	}
+	if _, err := h.notify.NotifyKB(context.WithoutCancel(ctx), f.KBID, p); err != nil {
+		h.log.Debug("notify kb", "error", err)
+	}
+}
