@@ -176,13 +176,14 @@ func Find(kbID, fileID, md string, o FindOptions) (FindResult, error) {
 	res.TotalMatches = len(matches)
 	covered := -1 // last line index inside a window
 	for _, m := range matches {
-		if len(res.Windows) == o.MaxWindows {
-			break
-		}
 		if m <= covered {
+			// Inside the last window (also when it is the last one allowed).
 			w := &res.Windows[len(res.Windows)-1]
 			w.MatchedLines = append(w.MatchedLines, m+1)
 			continue
+		}
+		if len(res.Windows) == o.MaxWindows {
+			break
 		}
 		start := max(m-o.WindowSize/2, covered+1, 0)
 		end := min(start+o.WindowSize, len(ls)) // exclusive

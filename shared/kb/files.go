@@ -8,6 +8,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -197,8 +198,17 @@ var (
 )
 
 // ClaimParse moves an uploaded file (or one whose parsing worker died: its
-// stage is older than lease) to parsing. It returns the claimed file and the
-// attempt number that guards the stage's completion.
+// stage is older than lease) to parsing. It returns the claimed file, whose
+// StageAttempts and StageStartedAt fence the stage's completion: FinishParse,
+// FailStage and ReleaseStage act only while the file is still in the stage
+// that claim started.
+//
+// StageAttempts counts the attempts of the current stage (the retry budget
+// of the functions and the sweep): claims and reclaims increment it,
+// ReleaseStage keeps it, and a stage's completion (FinishParse,
+// CommitIndex) or a Restage starts the next stage's count from zero.
+// Because the count restarts, it alone cannot tell one stage's attempt 1
+// from a later stage's attempt 1; StageStartedAt (set by every claim) can.
 func ClaimParse(ctx context.Context, db postgres.DB, fileID string, lease time.Duration) (File, error) {
 	return claim(ctx, db, fileID, StatusParsing, []string{StatusUploaded}, lease)
 }
@@ -228,19 +238,33 @@ func claim(ctx context.Context, db postgres.DB, fileID, to string, from []string
 }
 
 // FailStage ends a claimed stage with an error status and message (a
-// permanent failure: bad input, not a passing fault). attempt guards against a
-// stale worker overwriting a newer attempt.
+// permanent failure: bad input, not a passing fault). f's stage fence (see
+// ClaimParse) keeps a stale worker from overwriting a newer attempt; false
+// means the stage was no longer f's.
 func FailStage(ctx context.Context, db postgres.DB, f File, message string) (bool, error) {
 	to := StatusErrorParsing
 	if f.Status == StatusIndexing {
 		to = StatusErrorIndexing
 	}
-	if len(message) > 2000 {
-		message = message[:2000]
-	}
 	tag, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, error_message = $4, stage_started_at = NULL, updated_at = clock_timestamp()
-		WHERE file_id = $1 AND status = $2 AND stage_attempts = $5`, f.FileID, f.Status, to, message, f.StageAttempts)
+		WHERE file_id = $1 AND status = $2 AND stage_attempts = $5 AND stage_started_at = $6`,
+		f.FileID, f.Status, to, storableMessage(message, 2000), f.StageAttempts, f.StageStartedAt)
 	return tag.RowsAffected() == 1, err
+}
+
+// storableMessage makes message fit a text column: valid UTF-8 without NUL
+// bytes (parser errors may quote raw file bytes), at most max bytes, cut on
+// a character boundary.
+func storableMessage(message string, max int) string {
+	message = strings.ReplaceAll(strings.ToValidUTF8(message, "\uFFFD"), "\x00", "")
+	if len(message) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(message[cut]) {
+			cut--
+		}
+		message = message[:cut]
+	}
+	return message
 }
 
 // ReleaseStage gives a claimed stage back after a passing fault so that a
@@ -251,7 +275,8 @@ func ReleaseStage(ctx context.Context, db postgres.DB, f File) error {
 		back = StatusParsed
 	}
 	_, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, stage_started_at = NULL, updated_at = clock_timestamp()
-		WHERE file_id = $1 AND status = $2 AND stage_attempts = $4`, f.FileID, f.Status, back, f.StageAttempts)
+		WHERE file_id = $1 AND status = $2 AND stage_attempts = $4 AND stage_started_at = $5`,
+		f.FileID, f.Status, back, f.StageAttempts, f.StageStartedAt)
 	return err
 }
 
@@ -262,8 +287,9 @@ var ErrStageLost = errors.New("file stage lost to another attempt")
 // file is to be indexed — the document.parsed event, in tx.
 func FinishParse(ctx context.Context, tx pgx.Tx, emit outbox.Emit, f File, markdownKey string, images []Image) error {
 	tag, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'parsed', markdown_key = $3, error_message = NULL,
-		stage_started_at = NULL, updated_at = clock_timestamp()
-		WHERE file_id = $1 AND status = 'parsing' AND stage_attempts = $2`, f.FileID, f.StageAttempts, markdownKey)
+		stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp()
+		WHERE file_id = $1 AND status = 'parsing' AND stage_attempts = $2 AND stage_started_at = $4`,
+		f.FileID, f.StageAttempts, markdownKey, f.StageStartedAt)
 	if err != nil {
 		return err
 	}
@@ -284,7 +310,16 @@ func FinishParse(ctx context.Context, tx pgx.Tx, emit outbox.Emit, f File, markd
 		return nil
 	}
 	return emit(outbox.Pending{Payload: events.DocumentParsed{KBID: f.KBID, FileID: f.FileID},
-		DedupeKey: fmt.Sprintf("parsed:%s:%d", f.FileID, f.StageAttempts)})
+		DedupeKey: fmt.Sprintf("parsed:%s:%d", f.FileID, stageStamp(f))})
+}
+
+// stageStamp identifies a claimed stage (its start, which every claim sets)
+// for dedupe keys: attempt numbers restart with each stage, start times do not.
+func stageStamp(f File) int64 {
+	if f.StageStartedAt == nil {
+		return 0
+	}
+	return f.StageStartedAt.UnixMicro()
 }
 
 // Image is an extracted image stored for a file.
@@ -357,7 +392,7 @@ func Restage(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, file
 			}
 			pj, _ := json.Marshal(proc)
 			if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = $2, processing_params = $3, error_message = NULL,
-				stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`, id, to, pj); err != nil {
+				stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp() WHERE file_id = $1`, id, to, pj); err != nil {
 				return nil, err
 			}
 			var p outbox.Pending

@@ -51,8 +51,8 @@ func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[str
 // store. It returns the ids whose vectors are to be deleted.
 func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
 	var ok bool
-	if err := tx.QueryRow(ctx, `SELECT true FROM knowledge_files WHERE file_id = $1 AND status = 'indexing' AND stage_attempts = $2 FOR UPDATE`,
-		f.FileID, f.StageAttempts).Scan(&ok); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT true FROM knowledge_files WHERE file_id = $1 AND status = 'indexing' AND stage_attempts = $2
+		AND stage_started_at = $3 FOR UPDATE`, f.FileID, f.StageAttempts, f.StageStartedAt).Scan(&ok); err != nil {
 		if err == pgx.ErrNoRows {
 			return nil, ErrStageLost
 		}
@@ -107,7 +107,7 @@ func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunk
 		return nil, fmt.Errorf("update keyword index: %w", err)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'indexed', chunk_count = $2, token_count = $3, error_message = NULL,
-		stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`, f.FileID, len(chunks), tokens); err != nil {
+		stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp() WHERE file_id = $1`, f.FileID, len(chunks), tokens); err != nil {
 		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, f.KBID); err != nil {

@@ -324,8 +324,14 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 		if err != nil {
 			return err
 		}
-		out, err = s.Get(ctx, tx, sub, kbID)
-		return err
+		// Read back without the access check: a manager may narrow the
+		// share_config so that it no longer admits them; the change stands
+		// and the answer says what they are left with.
+		if out, err = s.Load(ctx, tx, kbID); err != nil {
+			return err
+		}
+		out.Permission = Level(sub, out).String()
+		return nil
 	})
 	return out, err
 }

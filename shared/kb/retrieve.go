@@ -2,6 +2,7 @@ package kb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -181,6 +182,11 @@ func (r *Retriever) vectorSearch(ctx context.Context, k KB, query string, n int,
 			k.EmbeddingModelSpec, lenFirst(vs), k.EmbeddingDim)
 	}
 	hits, err := r.vectors.Search(ctx, k.KBID, vs[0], n, groups)
+	if errors.Is(err, vector.ErrCollectionNotFound) {
+		// The collection is created when the KB's first file is indexed:
+		// until then the KB has no vectors, which is no error.
+		return nil, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("vector search: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 
@@ -129,6 +130,14 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 		return nil, nil, err
 	}
 	uri := SourceURI(ch.Provider, ch.Bucket, ch.Key)
+	if len(sources) > 0 {
+		// Notifications of one object are applied one at a time: concurrent
+		// first deliveries would otherwise both insert the file, and all
+		// but one fail on knowledge_files_source.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('kb-source:' || $1, 0))`, uri); err != nil {
+			return nil, nil, err
+		}
+	}
 	version := ch.Version
 	if version == "" {
 		version = ch.ETag
@@ -153,6 +162,10 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 				out = append(out, ChangeOutcome{KBID: src.KBID, Action: "ignored", Reason: "not ingested"})
 				continue
 			}
+			if newerGenerationHeld(ch, cur) {
+				out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "ignored", Reason: "a newer generation is ingested"})
+				continue
+			}
 			r, err := DeleteFiles(ctx, tx, kw, src.KBID, []string{cur.FileID})
 			if err != nil {
 				return nil, nil, err
@@ -173,7 +186,7 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 			}
 			// A new version: parse again from the start.
 			if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'uploaded', source_version = NULLIF($2, ''), file_size = $3,
-				error_message = NULL, stage_started_at = NULL, updated_at = clock_timestamp() WHERE file_id = $1`,
+				error_message = NULL, stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp() WHERE file_id = $1`,
 				cur.FileID, version, ch.Size); err != nil {
 				return nil, nil, err
 			}
@@ -192,4 +205,21 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 		out = append(out, ChangeOutcome{KBID: src.KBID, FileID: files[0].FileID, Action: "added"})
 	}
 	return out, removed, nil
+}
+
+// newerGenerationHeld reports a Cloud Storage deletion of an older generation
+// than the one ingested: GCS notifies the overwritten generation as deleted
+// when an object is overwritten, before or after the new one's finalize.
+// (S3 version ids are not ordered, and a delete marker's id is not the
+// deleted object's, so S3 deletions always apply.)
+func newerGenerationHeld(ch events.BucketObjectChanged, cur *File) bool {
+	if ch.Provider != "gcs" || cur.SourceVersion == nil {
+		return false
+	}
+	held, err := strconv.ParseInt(*cur.SourceVersion, 10, 64)
+	if err != nil {
+		return false
+	}
+	deleted, err := strconv.ParseInt(ch.Version, 10, 64)
+	return err == nil && held > deleted
 }

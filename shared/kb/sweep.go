@@ -50,6 +50,9 @@ type FileRecovery struct {
 // lost: a stage held past its lease, or a file waiting past the grace time
 // for its next stage. A file that exhausted MaxAttempts ends in an error
 // status with a message saying so. No file stays in parsing or indexing.
+// A re-driven file is re-driven again only after another grace period (the
+// sweep marks it updated; the stage itself is left for the redelivered event
+// to reclaim), so frequent sweeps do not pile up events for one file.
 // Safe to run concurrently (rows are taken with SKIP LOCKED).
 func RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, db interface {
 	Begin(context.Context) (pgx.Tx, error)
@@ -60,8 +63,10 @@ func RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, db interface {
 		rows, err := tx.Query(ctx, `SELECT file_id, kb_id, status, stage_attempts, coalesce(processing_params->>'auto_index', 'true') = 'true'
 			FROM knowledge_files
 			WHERE NOT is_folder AND (
-				(status = 'parsing' AND stage_started_at < clock_timestamp() - $1::interval) OR
-				(status = 'indexing' AND stage_started_at < clock_timestamp() - $2::interval) OR
+				(status = 'parsing' AND stage_started_at < clock_timestamp() - $1::interval
+					AND updated_at < clock_timestamp() - $3::interval) OR
+				(status = 'indexing' AND stage_started_at < clock_timestamp() - $2::interval
+					AND updated_at < clock_timestamp() - $3::interval) OR
 				(status = 'uploaded' AND updated_at < clock_timestamp() - $3::interval) OR
 				(status = 'parsed' AND updated_at < clock_timestamp() - $3::interval
 					AND coalesce(processing_params->>'auto_index', 'true') = 'true'))
