@@ -25,7 +25,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
-var functions = []string{"intake", "dispatcher", "agent-step", "tool-invoke"}
+var functions = []string{"intake", "dispatcher", "agent-step", "tool-invoke", "doc-parse", "kb-index"}
 
 // ingressLog records the types of events the broker accepted.
 type ingressLog struct {
@@ -73,8 +73,13 @@ func (c *cluster) start(t *testing.T, name string) {
 
 func newCluster(t *testing.T) *cluster {
 	c := &cluster{stack: testkit.NewStack(t), ports: map[string]string{}, bins: map[string]string{}, procs: map[string]*testkit.Proc{}}
+	pkgs := make([]string, len(functions))
+	for i, f := range functions {
+		pkgs[i] = "./functions/" + f
+	}
+	bins := testkit.BuildAll(t, pkgs...)
 	for _, f := range functions {
-		c.bins[f] = testkit.Build(t, "./functions/"+f)
+		c.bins[f] = bins["./functions/"+f]
 		c.ports[f] = testkit.FreePort(t)
 	}
 	triggers, err := devbroker.LoadTriggers(filepath.Join(testkit.RepoRoot(t), "knative"), func(service string) (string, bool) {

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -197,7 +198,11 @@ func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (str
 			return "", nil, fmt.Errorf("store image %s: %w", im.Name, err)
 		}
 		imgs = append(imgs, kb.Image{ObjectKey: key, ContentType: im.ContentType, Size: int64(len(im.Data))})
-		md = strings.ReplaceAll(md, "]("+im.Name+")", "](/api/knowledge/databases/"+f.KBID+"/images/"+key+")")
+		// The parser links images by name: "](name)", "](<name>)" for names
+		// with spaces or parentheses, or an HTML src attribute.
+		link := "/api/knowledge/databases/" + f.KBID + "/images/" + escapePath(key)
+		md = strings.NewReplacer("]("+im.Name+")", "]("+link+")", "](<"+im.Name+">)", "]("+link+")",
+			`src="`+im.Name+`"`, `src="`+link+`"`).Replace(md)
 	}
 	key := base + "/content.md"
 	if _, err := h.store.Put(ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
@@ -290,6 +295,15 @@ func (h *Handler) gcs(op string) func(ctx context.Context, in events.GCSObject) 
 		return h.BucketChanged(ctx, events.BucketObjectChanged{Provider: "gcs", Bucket: in.Bucket, Key: in.Name, Size: size,
 			ETag: in.ETag, Version: in.Generation, Op: op, Time: in.Updated})
 	}
+}
+
+// escapePath escapes each segment of a slash-separated key for a URL path.
+func escapePath(key string) string {
+	parts := strings.Split(key, "/")
+	for i, p := range parts {
+		parts[i] = url.PathEscape(p)
+	}
+	return strings.Join(parts, "/")
 }
 
 // supported tells whether a file name has a parseable extension.

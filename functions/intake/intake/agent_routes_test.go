@@ -18,8 +18,8 @@ func keysOf(m map[string]any) []string {
 func TestAgentRoutesBackendsFilterItemsByRole(t *testing.T) {
 	t.Parallel()
 	a := newChatAPI(t)
-	adminItems := []string{"max_execution_steps", "model", "model_retry_times", "system_prompt", "tools"}
-	userItems := []string{"model", "system_prompt", "tools"}
+	adminItems := []string{"knowledges", "max_execution_steps", "model", "model_retry_times", "system_prompt", "tools"}
+	userItems := []string{"knowledges", "model", "system_prompt", "tools"}
 
 	for _, tc := range []struct {
 		uid   string

@@ -993,7 +993,8 @@ func (s *Server) externalFind(w http.ResponseWriter, r *http.Request, p auth.Pri
 // (directly, or wrapped by SNS/SQS), EventBridge S3 events, MinIO webhooks,
 // Cloud Storage object events — authenticated with the notification token,
 // and turns each object change into io.yuxi.bucket.object.changed.v1 for
-// doc-parse. Repeated deliveries of one change are one event.
+// doc-parse. Repeated deliveries of one notification are one event (doc-parse
+// also ignores a change of the version it already holds).
 func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
 	if s.d.NotifyToken == "" {
 		writeError(w, s.log, failure.NotFound("route_not_found", "bucket notifications are not enabled (set YUXI_NOTIFY_TOKEN)"))
@@ -1024,7 +1025,10 @@ func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
 			if !c.Time.IsZero() {
 				ev.Time = c.Time.UTC().Format(time.RFC3339Nano)
 			}
-			key := fmt.Sprintf("bucket:%s:%s:%s:%s:%s:%s", c.Provider, c.Bucket, c.Key, c.Version, c.ETag, c.Op)
+			// The notification's own id is part of the key: a redelivered
+			// notification is one event, but an object deleted and written
+			// again with the same content (same ETag, no version id) is news.
+			key := fmt.Sprintf("bucket:%s:%s:%s:%s:%s:%s:%s", c.Provider, c.Bucket, c.Key, c.Version, c.ETag, c.Op, c.EventID)
 			if len(key) > 1000 {
 				sum := sha256.Sum256([]byte(key))
 				key = "bucket:" + hex.EncodeToString(sum[:])
