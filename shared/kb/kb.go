@@ -269,6 +269,27 @@ type UpdateInput struct {
 	ShareConfig      *json.RawMessage `json:"share_config"`
 }
 
+// UnmarshalJSON tells "share_config": null — make the KB private to its
+// creator again, revoking every share — from an absent share_config, which
+// leaves it unchanged. encoding/json sets a pointer field to nil for both,
+// which would silently ignore a revocation.
+func (u *UpdateInput) UnmarshalJSON(b []byte) error {
+	type plain UpdateInput
+	var p plain
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	var keys map[string]json.RawMessage
+	if err := json.Unmarshal(b, &keys); err == nil {
+		if v, ok := keys["share_config"]; ok && strings.TrimSpace(string(v)) == "null" {
+			null := json.RawMessage("null")
+			p.ShareConfig = &null
+		}
+	}
+	*u = UpdateInput(p)
+	return nil
+}
+
 // Update changes a KB sub may manage. additional_params are merged key by
 // key into the stored ones (the chunk preset is kept unless replaced).
 func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in UpdateInput) (KB, error) {

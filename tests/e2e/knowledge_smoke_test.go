@@ -14,7 +14,7 @@ func TestKnowledgeSmoke(t *testing.T) {
 	k := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": "handbook", "description": "company handbook"})
 	kbID := k["kb_id"].(string)
 	files := c.Ingest(kbID, map[string][]byte{
-		"vacation.md": []byte("# Vacation policy\n\nEmployees get 25 days of paid vacation per year. Unused days expire in March.\n"),
+		"vacation.md":  []byte("# Vacation policy\n\nEmployees get 25 days of paid vacation per year. Unused days expire in March.\n"),
 		"expenses.txt": []byte("Expense reports are due within 30 days. Meals abroad are reimbursed up to 60 euros per day.\n"),
 	}, 30*time.Second)
 	for id, f := range files {

@@ -27,6 +27,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
 // MaxUploadBytes is the largest file an upload accepts (413 above).
@@ -377,8 +378,17 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 	if in.Params.AutoIndex != nil {
 		auto = *in.Params.AutoIndex
 	}
+	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	hashes, err := s.uploadHashes(r.Context(), kbID, in.Items, in.Params.ContentHashes)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
 	var files []kb.File
-	err := s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
+	err = s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), kbID); err != nil {
 			return err
 		}
@@ -398,7 +408,7 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 			if i := strings.Index(name, "-"); i >= 0 {
 				name = name[i+1:]
 			}
-			nfs = append(nfs, kb.NewFile{Filename: name, ObjectKey: item, ContentHash: in.Params.ContentHashes[item], Size: info.Size,
+			nfs = append(nfs, kb.NewFile{Filename: name, ObjectKey: item, ContentHash: hashes[item], Size: info.Size,
 				ContentType: info.ContentType, ParentID: in.Params.ParentID, CreatedBy: p.UID,
 				Processing: kb.Processing{AutoIndex: auto, Chunking: chunking, OCREngine: in.Params.OCREngine}})
 		}
@@ -424,6 +434,39 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 		status = "added"
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": status, "message": "files added; follow their status", "items": items})
+}
+
+// uploadHashes returns the content hash of each item: the one the client
+// sent (content_hashes, echoing the upload's answer, as the original
+// requires), else the SHA-256 of the stored upload. Without a hash a file
+// escapes the duplicate-content check (409) of later uploads. Items that are
+// not uploads of this KB are left out; the caller refuses them.
+func (s *Server) uploadHashes(ctx context.Context, kbID string, items []string, sent map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(items))
+	for _, item := range items {
+		if h := sent[item]; h != "" {
+			out[item] = h
+			continue
+		}
+		if !strings.HasPrefix(item, "kb/"+kbID+"/upload/") {
+			continue
+		}
+		rc, _, err := s.d.Blob.Get(ctx, item)
+		if errors.Is(err, blob.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read upload %s: %w", item, err)
+		}
+		sum := sha256.New()
+		_, err = io.Copy(sum, rc)
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("hash upload %s: %w", item, err)
+		}
+		out[item] = hex.EncodeToString(sum.Sum(nil))
+	}
+	return out, nil
 }
 
 type fileIDsBody struct {
@@ -837,14 +880,32 @@ func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principa
 		"description": "Files parsed to Markdown, chunked, searched by vector, BM25 keyword or hybrid retrieval.", "supports_documents": true}}})
 }
 
-// kbEvents streams the KB's file status changes (SSE, event file_status).
+// kbEvents streams the KB's file status changes (SSE, event file_status),
+// new ones unless the client resumes (Last-Event-ID or ?after_seq). Access
+// is checked again before each batch of notices: once the caller may no
+// longer read the KB (share revoked, KB deleted) the stream closes without
+// telling them more, and a reconnect gets 404.
 func (s *Server) kbEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	kbID := r.PathValue("kb_id")
 	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
 		writeError(w, s.log, err)
 		return
 	}
-	serveNotices(w, r, s.d.Hub, s.d.Hub.KBKey(kbID), s.d.SSEHeartbeat, s.d.SSEMaxDuration)
+	cursor := runstream.RunCursor(r)
+	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after_seq") == "" {
+		cursor = runstream.CursorNew
+	}
+	_ = runstream.ServeStream(w, r, s.d.Hub, s.d.Hub.KBKey(kbID), cursor,
+		runstream.StreamOptions{Heartbeat: s.d.SSEHeartbeat, MaxDuration: s.d.SSEMaxDuration},
+		runstream.StreamHooks{Entries: func(ctx context.Context, sw *runstream.EventWriter, batch []runstream.Entry) (bool, error) {
+			if _, err := s.d.KBs.Get(ctx, s.d.Pool, subject(p), kbID); err != nil {
+				return true, nil
+			}
+			for _, e := range batch {
+				sw.Event(e.Event, e.ID, e.Data)
+			}
+			return false, nil
+		}})
 }
 
 // --- sources (bucket bindings) ---

@@ -296,19 +296,24 @@ func (l *layout) findGutters(em float64) []gutter {
 		}
 		// The valley's edges are soft where a column is ragged; its core,
 		// where coverage is at its minimum (only spanning lines), is the
-		// real gap between the columns.
+		// real gap between the columns. Spanning lines (a title, a byline)
+		// cover the gutter with words and word spaces, so the minimum may
+		// be a single word space of a title: allow two lines of coverage
+		// above it, or the core shrinks to that space and the columns are
+		// read across.
 		lo := cov[start]
 		for k := start; k < b; k++ {
 			lo = min(lo, cov[k])
 		}
+		tol := max(0.05*peak, 2)
 		cs, ce := 0, 0
 		for k := start; k < b; {
-			if cov[k] > lo+0.05*peak {
+			if cov[k] > lo+tol {
 				k++
 				continue
 			}
 			j := k
-			for j < b && cov[j] <= lo+0.05*peak {
+			for j < b && cov[j] <= lo+tol {
 				j++
 			}
 			if j-k > ce-cs {
