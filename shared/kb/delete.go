@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // Removed lists what a deletion left for the object and vector stores.
@@ -88,6 +87,12 @@ func DeleteFiles(ctx context.Context, tx pgx.Tx, kw KeywordWriter, kbID string, 
 			return out, err
 		}
 	}
+	// Vectors written for chunks never committed (an indexing attempt in
+	// flight or crashed) go with the file.
+	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id)
+		SELECT $1, chunk_id FROM knowledge_vector_writes WHERE file_id = ANY($2) ON CONFLICT DO NOTHING`, kbID, ids); err != nil {
+		return out, err
+	}
 	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_files WHERE file_id = ANY($1)`, ids); err != nil {
 		return out, err
 	}
@@ -105,41 +110,67 @@ type VectorDeleter interface {
 
 // FlushVectorDeletes applies the vector deletions owed for kbID ("" for
 // every KB) — after the transactions that recorded them committed — and
-// forgets them. Safe to run concurrently and repeatedly; the sweep runs it for
-// deletions a crash left behind.
-func FlushVectorDeletes(ctx context.Context, db postgres.DB, vs VectorDeleter, kbID string) (int, error) {
-	rows, err := db.Query(ctx, `SELECT kb_id, chunk_id FROM knowledge_vector_deletes WHERE $1 = '' OR kb_id = $1 LIMIT 5000`, kbID)
+// forgets them. The rows stay locked while their vectors are deleted, so
+// that RecordVectorWrites, cancelling the deletion of an id about to be
+// written again, waits for it rather than losing the new vector. Safe to run
+// concurrently and repeatedly; the sweep runs it for deletions a crash left
+// behind.
+func FlushVectorDeletes(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, vs VectorDeleter, kbID string) (int, error) {
+	n := 0
+	for {
+		done, err := flushVectorBatch(ctx, db, vs, kbID)
+		n += done
+		if err != nil || done < flushBatch {
+			return n, err
+		}
+	}
+}
+
+const flushBatch = 5000
+
+func flushVectorBatch(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, vs VectorDeleter, kbID string) (int, error) {
+	n := 0
+	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT d.kb_id, d.chunk_id, EXISTS (SELECT 1 FROM knowledge_bases b WHERE b.kb_id = d.kb_id)
+			FROM knowledge_vector_deletes d WHERE $1 = '' OR d.kb_id = $1 LIMIT $2 FOR UPDATE OF d SKIP LOCKED`, kbID, flushBatch)
+		if err != nil {
+			return err
+		}
+		byKB := map[string][]string{}
+		live := map[string]bool{}
+		for rows.Next() {
+			var k, c string
+			var exists bool
+			if err := rows.Scan(&k, &c, &exists); err != nil {
+				rows.Close()
+				return err
+			}
+			byKB[k] = append(byKB[k], c)
+			live[k] = exists
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for k, ids := range byKB {
+			if live[k] {
+				if err := vs.Delete(ctx, k, ids); err != nil {
+					return fmt.Errorf("delete %d vectors of %s: %w", len(ids), k, err)
+				}
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM knowledge_vector_deletes WHERE kb_id = $1 AND chunk_id = ANY($2)`, k, ids); err != nil {
+				return err
+			}
+			n += len(ids)
+		}
+		return nil
+	})
 	if err != nil {
 		return 0, err
-	}
-	byKB := map[string][]string{}
-	for rows.Next() {
-		var k, c string
-		if err := rows.Scan(&k, &c); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		byKB[k] = append(byKB[k], c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	n := 0
-	for k, ids := range byKB {
-		var exists bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_bases WHERE kb_id = $1)`, k).Scan(&exists); err != nil {
-			return n, err
-		}
-		if exists {
-			if err := vs.Delete(ctx, k, ids); err != nil {
-				return n, fmt.Errorf("delete %d vectors of %s: %w", len(ids), k, err)
-			}
-		}
-		if _, err := db.Exec(ctx, `DELETE FROM knowledge_vector_deletes WHERE kb_id = $1 AND chunk_id = ANY($2)`, k, ids); err != nil {
-			return n, err
-		}
-		n += len(ids)
 	}
 	return n, nil
 }

@@ -61,6 +61,7 @@ func TestStore(t *testing.T) {
 		{"CommitIndexIsAtomicForReaders", testCommitIndexIsAtomicForReaders},
 		{"EmbeddingCache", testEmbeddingCache},
 		{"DeleteFilesAndFlushVectorDeletes", testDeleteFilesAndFlushVectorDeletes},
+		{"VectorWritesNeverOutliveTheirChunks", testVectorWritesNeverOutliveTheirChunks},
 		// retrieve_test.go
 		{"RetrieveEmptyKB", testRetrieveEmptyKB},
 		{"RetrieveModes", testRetrieveModes},

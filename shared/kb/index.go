@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,7 +49,9 @@ func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[str
 // unchanged ones (same content, same id) re-positioned; the keyword index
 // follows in the same transaction; the file becomes indexed and the KB's
 // index version moves. The new chunks' vectors must already be in the vector
-// store. It returns the ids whose vectors are to be deleted.
+// store, recorded by RecordVectorWrites; recorded vectors the commit does not
+// keep are owed deletions too. It returns the ids whose vectors are to be
+// deleted (FlushVectorDeletes).
 func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT true FROM knowledge_files WHERE file_id = $1 AND status = 'indexing' AND stage_attempts = $2
@@ -87,6 +90,23 @@ func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunk
 			removed = append(removed, id)
 		}
 	}
+	// Vectors written for this file but not kept (a crashed attempt's other
+	// chunking) are owed deletions too; the kept ones are now tracked by their chunks.
+	orphanRows, err := tx.Query(ctx, `DELETE FROM knowledge_vector_writes WHERE file_id = $1 RETURNING chunk_id`, f.FileID)
+	if err != nil {
+		return nil, err
+	}
+	orphans, err := pgx.CollectRows(orphanRows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	orphans = slices.DeleteFunc(orphans, func(id string) bool { return keep[id] })
+	if len(orphans) > 0 {
+		if _, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id) SELECT $1, unnest($2::text[])
+			ON CONFLICT DO NOTHING`, f.KBID, orphans); err != nil {
+			return nil, err
+		}
+	}
 	if len(removed) > 0 {
 		if _, err := tx.Exec(ctx, `DELETE FROM knowledge_chunks WHERE chunk_id = ANY($1)`, removed); err != nil {
 			return nil, err
@@ -113,7 +133,37 @@ func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunk
 	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, f.KBID); err != nil {
 		return nil, err
 	}
+	removed = append(removed, orphans...)
 	return removed, nil
+}
+
+// RecordVectorWrites notes, before the vectors of a file's uncommitted chunks
+// are written, that they will exist (see knowledge_vector_writes), and
+// cancels deletions still owed for the same ids — a chunk removed earlier and
+// now back — so that a flush cannot remove the vector about to be written.
+// It fails when the file is gone.
+func RecordVectorWrites(ctx context.Context, db interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, f File, ids []string) error {
+	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_writes (file_id, chunk_id, kb_id)
+			SELECT $1, unnest($2::text[]), $3 WHERE EXISTS (SELECT 1 FROM knowledge_files WHERE file_id = $1)
+			ON CONFLICT DO NOTHING`, f.FileID, ids, f.KBID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_files WHERE file_id = $1)`, f.FileID).Scan(&exists); err != nil {
+				return err
+			}
+			if !exists {
+				return ErrStageLost
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM knowledge_vector_deletes WHERE kb_id = $1 AND chunk_id = ANY($2)`, f.KBID, ids)
+		return err
+	})
 }
 
 func jsonStrings(s []string) string {

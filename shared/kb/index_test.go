@@ -2,6 +2,7 @@ package kb_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -413,4 +414,123 @@ type failingDeleter struct{}
 
 func (failingDeleter) Delete(context.Context, string, []string) error {
 	return fmt.Errorf("vector store down")
+}
+
+// testVectorWritesNeverOutliveTheirChunks follows vectors written before a
+// commit: a crashed attempt's vectors that the next commit does not keep, and
+// those of a file deleted mid-indexing, become owed deletions; an id owed a
+// deletion and written again is not deleted by a later flush.
+func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
+	k := e.createKB(t, kb.CreateInput{})
+	if err := e.vec.EnsureCollection(e.ctx, k.KBID, testDim); err != nil {
+		t.Fatal(err)
+	}
+	write := func(f kb.File, cs []kb.IndexedChunk) {
+		t.Helper()
+		ids := chunkIDs(cs)
+		if err := kb.RecordVectorWrites(e.ctx, e.pool, f, ids); err != nil {
+			t.Fatal(err)
+		}
+		items := make([]vector.Item, len(ids))
+		for i, id := range ids {
+			items[i] = vector.Item{ID: id, Group: f.FileID, Vector: []float32{1, float32(i), 0}}
+		}
+		if err := e.vec.Upsert(e.ctx, k.KBID, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vectorIDs := func(fileID string) []string {
+		t.Helper()
+		hits, err := e.vec.Search(e.ctx, k.KBID, []float32{1, 0, 0}, 100, []string{fileID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, h := range hits {
+			ids = append(ids, h.ID)
+		}
+		return sorted(ids)
+	}
+
+	// Attempt 1 writes the vectors of a coarse chunking and dies; attempt 2
+	// chunks finer and commits. Attempt 1's vectors are owed and flushed.
+	f := e.addFile(t, k.KBID, "a.md")
+	e.parse(t, f.FileID)
+	claimed, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coarse := chunksOf(f.FileID, "one two", "three four")
+	write(claimed, coarse)
+	e.expireStage(t, f.FileID)
+	again, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fine := chunksOf(f.FileID, "one", "two", "three four")
+	write(again, fine)
+	var removed []string
+	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
+		removed, err = kb.CommitIndex(e.ctx, tx, e.kw, again, fine)
+		return err
+	})
+	if !slices.Equal(sorted(removed), sorted([]string{coarse[0].ID})) {
+		t.Fatalf("removed = %v, want the unkept vector of the dead attempt %s", removed, coarse[0].ID)
+	}
+	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+		t.Fatal(err)
+	}
+	if got := vectorIDs(f.FileID); !slices.Equal(got, sorted(chunkIDs(fine))) {
+		t.Fatalf("vectors after commit and flush = %v, want the committed %v", got, sorted(chunkIDs(fine)))
+	}
+
+	// A chunk removed (deletion owed, not yet flushed) and then written again
+	// keeps its vector through the flush.
+	e.restage(t, k.KBID, f.FileID, kb.StatusParsed)
+	e.index(t, f.FileID, "one", "two")
+	if owed := e.owedDeletes(t, k.KBID); !slices.Equal(owed, []string{fine[2].ID}) {
+		t.Fatalf("owed = %v", owed)
+	}
+	e.restage(t, k.KBID, f.FileID, kb.StatusParsed)
+	back, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(back, fine[2:])
+	if owed := e.owedDeletes(t, k.KBID); len(owed) != 0 {
+		t.Fatalf("owed after rewriting the id = %v", owed)
+	}
+	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
+		_, err := kb.CommitIndex(e.ctx, tx, e.kw, back, fine)
+		return err
+	})
+	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+		t.Fatal(err)
+	}
+	if got := vectorIDs(f.FileID); !slices.Equal(got, sorted(chunkIDs(fine))) {
+		t.Fatalf("vectors = %v, want %v", got, sorted(chunkIDs(fine)))
+	}
+
+	// A file deleted while its indexing attempt had written vectors: they go.
+	g := e.addFile(t, k.KBID, "b.md")
+	e.parse(t, g.FileID)
+	gc, err := kb.ClaimIndex(e.ctx, e.pool, g.FileID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(gc, chunksOf(g.FileID, "five", "six"))
+	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
+		_, err := kb.DeleteFiles(e.ctx, tx, e.kw, k.KBID, []string{g.FileID})
+		return err
+	})
+	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+		t.Fatal(err)
+	}
+	if got := vectorIDs(g.FileID); len(got) != 0 {
+		t.Fatalf("vectors of the deleted file = %v", got)
+	}
+	// The dead attempt cannot write more: the file is gone.
+	if err := kb.RecordVectorWrites(e.ctx, e.pool, gc, []string{"x"}); !errors.Is(err, kb.ErrStageLost) {
+		t.Fatalf("recording writes for a deleted file = %v, want ErrStageLost", err)
+	}
 }

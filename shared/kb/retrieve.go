@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
@@ -181,18 +183,62 @@ func (r *Retriever) vectorSearch(ctx context.Context, k KB, query string, n int,
 		return nil, failure.Unprocessable("embedding_dimension_mismatch", "model %s returned a %d-dimension query vector; the knowledge base expects %d",
 			k.EmbeddingModelSpec, lenFirst(vs), k.EmbeddingDim)
 	}
-	hits, err := r.vectors.Search(ctx, k.KBID, vs[0], n, groups)
-	if errors.Is(err, vector.ErrCollectionNotFound) {
-		// The collection is created when the KB's first file is indexed:
-		// until then the KB has no vectors, which is no error.
+	// Vectors are written before their chunks commit (and a crashed attempt
+	// may leave some until its file is indexed again or deleted): only hits
+	// with a committed chunk count, and the search widens until n of them are
+	// found or the collection has no more.
+	for want := n; ; want *= 4 {
+		hits, err := r.vectors.Search(ctx, k.KBID, vs[0], want, groups)
+		if errors.Is(err, vector.ErrCollectionNotFound) {
+			// The collection is created when the KB's first file is indexed:
+			// until then the KB has no vectors, which is no error.
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("vector search: %w", err)
+		}
+		out, err := r.committed(ctx, k.KBID, hits)
+		if err != nil {
+			return nil, err
+		}
+		if len(out) >= n || len(hits) < want || want >= maxVectorCandidates {
+			if len(out) > n {
+				out = out[:n]
+			}
+			return out, nil
+		}
+	}
+}
+
+// maxVectorCandidates bounds the widening of a vector search.
+const maxVectorCandidates = 10000
+
+// committed keeps the hits whose chunk is committed, in order.
+func (r *Retriever) committed(ctx context.Context, kbID string, hits []vector.Hit) ([]scored, error) {
+	if len(hits) == 0 {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("vector search: %w", err)
-	}
-	out := make([]scored, len(hits))
+	ids := make([]string, len(hits))
 	for i, h := range hits {
-		out[i] = scored{id: h.ID, score: h.Score}
+		ids[i] = h.ID
+	}
+	rows, err := r.db.Query(ctx, `SELECT chunk_id FROM knowledge_chunks WHERE kb_id = $1 AND chunk_id = ANY($2)`, kbID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load chunks: %w", err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("load chunks: %w", err)
+	}
+	set := make(map[string]bool, len(have))
+	for _, id := range have {
+		set[id] = true
+	}
+	out := make([]scored, 0, len(hits))
+	for _, h := range hits {
+		if set[h.ID] {
+			out = append(out, scored{id: h.ID, score: h.Score})
+		}
 	}
 	return out, nil
 }

@@ -316,6 +316,18 @@ func testRetrieveDropsStaleVectors(t *testing.T, e *env) {
 	}
 	res := r.query(t, "solar", opts(func(o *kb.Retrieval) { o.SearchMode = "vector" }), "")
 	r.check(t, "vector", res, []string{"c2", "c1", "c3"}, nil)
+
+	// Many vectors without a chunk (an indexing attempt in flight) nearer than
+	// every committed one: the search widens past them instead of coming back short.
+	var items []vector.Item
+	for i := range 40 {
+		items = append(items, vector.Item{ID: fmt.Sprintf("%s_%016x", r.ids["c1"][:len("file_")+24], i+1), Group: "g", Vector: []float32{1, 0, 0}})
+	}
+	if err := r.vec.Upsert(r.ctx, r.k.KBID, items); err != nil {
+		t.Fatal(err)
+	}
+	res = r.query(t, "solar", opts(func(o *kb.Retrieval) { o.SearchMode = "vector"; o.FinalTopK = 2 }), "")
+	r.check(t, "vector past 40 uncommitted vectors", res, []string{"c2", "c1"}, nil)
 }
 
 // TestRetrieveEmptyKB: a KB with nothing indexed yet has no vector

@@ -238,8 +238,13 @@ func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb
 			}
 		}
 		items := make([]vector.Item, len(batch))
+		ids := make([]string, len(batch))
 		for i, c := range batch {
 			items[i] = vector.Item{ID: c.ID, Group: f.FileID, Vector: cached[c.Chunk.ContentHash]}
+			ids[i] = c.ID
+		}
+		if err := kb.RecordVectorWrites(ctx, pool, f, ids); err != nil {
+			return err
 		}
 		if err := h.vectors.Upsert(ctx, k.KBID, items); err != nil {
 			return err

@@ -19,3 +19,16 @@ CREATE TABLE knowledge_vector_deletes (
     created_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (kb_id, chunk_id)
 );
+
+-- Vectors written for chunks not yet committed (kb-index writes a file's
+-- vectors before the transaction that commits its chunks). The commit moves
+-- the rows it does not keep — vectors of a crashed attempt that chunked
+-- differently — to knowledge_vector_deletes, as does deleting the file, so no
+-- vector outlives its chunk for good. Recorded before each vector write.
+CREATE TABLE knowledge_vector_writes (
+    file_id     text NOT NULL REFERENCES knowledge_files (file_id) ON DELETE CASCADE,
+    chunk_id    text NOT NULL,
+    kb_id       text NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (file_id, chunk_id)
+);
