@@ -61,7 +61,13 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		f(&o)
 	}
 	bus := &lazyBus{}
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus})
+	// Each function of a cluster has its own pods; here one process runs them
+	// all, so parsing and indexing get lanes of their own, sized to leave
+	// cores to the API and chat (YUXI_INGEST_CONCURRENCY).
+	n := cfg.IngestConcurrency
+	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n,
+		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n}
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
 	if err != nil {
 		return nil, err
 	}

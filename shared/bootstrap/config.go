@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -75,6 +76,10 @@ type Config struct {
 	NotifyToken string
 	FileLease   time.Duration // YUXI_FILE_LEASE: a parsing/indexing stage older than this is presumed dead (default 15m)
 	FileGrace   time.Duration // YUXI_FILE_GRACE: a file waiting this long for its next stage is re-driven (default 2m)
+	// IngestConcurrency is YUXI_INGEST_CONCURRENCY: in the local runner, how
+	// many files are parsed, and how many indexed, at once (default half the
+	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
+	IngestConcurrency int
 
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
@@ -146,6 +151,14 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_DB_MAX_CONNS=%q: want an integer between 1 and 1000", v)
 		}
 		c.DBMaxConns = int32(n)
+	}
+	c.IngestConcurrency = max(1, runtime.NumCPU()/2)
+	if v := getenv("YUXI_INGEST_CONCURRENCY"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 256 {
+			return c, fmt.Errorf("YUXI_INGEST_CONCURRENCY=%q: want an integer between 1 and 256", v)
+		}
+		c.IngestConcurrency = n
 	}
 	c.MaxBodyBytes = 1 << 20
 	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {

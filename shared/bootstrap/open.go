@@ -62,6 +62,9 @@ type Options struct {
 	Publisher outbox.Publisher
 	// Sync publishes before returning from the producing call (Lambda, GCF).
 	Sync bool
+	// Lanes bounds the in-process handling of some event types (see
+	// outbox.RelayConfig.Lanes); the local runner sets it.
+	Lanes map[string]int
 }
 
 // Logger builds the process logger.
@@ -113,7 +116,7 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
 		}
 	}
-	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync}, log)
+	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes}, log)
 	app.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: app.Relay}
 	if err := app.openKnowledge(); err != nil {
 		pool.Close()

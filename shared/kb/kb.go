@@ -234,7 +234,7 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) 
 	if err != nil {
 		return KB{}, err
 	}
-	qp, err := normalizeQueryParams(in.QueryParams)
+	qp, err := normalizeQueryParams(in.QueryParams, spec)
 	if err != nil {
 		return KB{}, err
 	}

@@ -24,6 +24,22 @@ func TestDefaultRetrieval(t *testing.T) {
 	if err := d.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// KBs embedding with an offline (lexical) builtin embedder search by
+	// keyword by default, saved options or not; others get the hybrid default.
+	lexical := kb.DefaultRetrievalFor("builtin:hash-ngram-256")
+	if want := d; lexical.SearchMode != "keyword" || func() bool { want.SearchMode = "keyword"; return lexical != want }() {
+		t.Fatalf("DefaultRetrievalFor(builtin) = %+v", lexical)
+	}
+	if got := kb.DefaultRetrievalFor("openai:text-embedding-3-small"); got != d {
+		t.Fatalf("DefaultRetrievalFor(provider) = %+v", got)
+	}
+	if got := (kb.KB{EmbeddingModelSpec: "builtin:hash-ngram-256"}).Retrieval(); got != lexical {
+		t.Fatalf("a builtin-embedding KB without saved options retrieves with %+v", got)
+	}
+	saved := kb.KB{EmbeddingModelSpec: "builtin:hash-ngram-256", QueryParams: json.RawMessage(`{"options":{"final_top_k":3}}`)}
+	if got := saved.Retrieval(); got.SearchMode != "keyword" || got.FinalTopK != 3 {
+		t.Fatalf("partial saved options over the builtin default = %+v", got)
+	}
 	// Every option GET /query-params describes is a field of Retrieval and
 	// vice versa, and its default is the current value.
 	cur := d

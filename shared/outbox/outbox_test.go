@@ -249,3 +249,78 @@ func TestLocalBusRoutesByTypeAndRecordsMalformedEvents(t *testing.T) {
 		t.Errorf("handler calls: %v", got)
 	}
 }
+
+// gated blocks every publication of one event type until released, and
+// records how many of that type ran at once.
+type gated struct {
+	typ     string
+	release chan struct{}
+	mu      sync.Mutex
+	running int
+	peak    int
+	other   chan string
+}
+
+func (g *gated) Publish(ctx context.Context, ev cloudevents.Event) error {
+	if ev.Type() != g.typ {
+		g.other <- ev.ID()
+		return nil
+	}
+	g.mu.Lock()
+	g.running++
+	g.peak = max(g.peak, g.running)
+	g.mu.Unlock()
+	<-g.release
+	g.mu.Lock()
+	g.running--
+	g.mu.Unlock()
+	return nil
+}
+
+// A lane bounds its event type's concurrent publications and leaves the
+// shared slots to every other type: parsing files in the local runner cannot
+// hold up a chat step.
+func TestLanesBoundTheirTypeAndLeaveOthersFree(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	g := &gated{typ: events.TypeDocumentUploaded, release: make(chan struct{}), other: make(chan string, 10)}
+	relay := outbox.NewRelay(pool, g, outbox.RelayConfig{Claim: time.Minute, MaxInFlight: 2, AckInterval: time.Millisecond,
+		Lanes: map[string]int{events.TypeDocumentUploaded: 1}}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = relay.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; relay.Wait() })
+	ob := &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("test"), Claim: time.Minute}, Relay: relay}
+
+	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		for i := range 4 {
+			if err := emit(outbox.Pending{Payload: events.DocumentUploaded{KBID: "kb", FileID: "file_" + string(rune('a'+i))}}); err != nil {
+				return err
+			}
+		}
+		return emit(outbox.Pending{Payload: events.StepReady{RunID: "r", ThreadID: "t", StepNo: 1}},
+			outbox.Pending{Payload: events.StepReady{RunID: "r", ThreadID: "t", StepNo: 2}},
+			outbox.Pending{Payload: events.StepReady{RunID: "r", ThreadID: "t", StepNo: 3}})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every step event gets through while all four uploads wait on their lane
+	// of one (MaxInFlight 2 would not fit 4 + 3 otherwise).
+	for range 3 {
+		select {
+		case <-g.other:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a step event was held up behind the uploads' lane")
+		}
+	}
+	for range 4 {
+		g.release <- struct{}{}
+	}
+	waitPublished(t, pool, 7)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.peak != 1 {
+		t.Fatalf("%d uploads published at once in a lane of 1", g.peak)
+	}
+}

@@ -21,8 +21,15 @@ type Publisher interface {
 
 // RelayConfig tunes a Relay.
 type RelayConfig struct {
-	Claim        time.Duration // publish lease of a row (default 30s); in-flight rows are re-claimed every Claim/3
-	MaxInFlight  int           // concurrent publications (default 64)
+	Claim       time.Duration // publish lease of a row (default 30s); in-flight rows are re-claimed every Claim/3
+	MaxInFlight int           // concurrent publications (default 64)
+	// Lanes bounds the publications of some event types separately (type →
+	// at most this many at once, each type its own lane), outside
+	// MaxInFlight. With the in-process bus a publication is the handler's
+	// run, so this is the local runner's stand-in for a Knative Service's
+	// containerConcurrency: heavy work (parsing, indexing) cannot take every
+	// slot, or every core, from the chat path.
+	Lanes        map[string]int
 	SweepBatch   int           // rows per sweep query (default 200)
 	AckInterval  time.Duration // acknowledgements are batched this often (default 20ms)
 	RetryBackoff time.Duration // first in-process retry delay (default 200ms); doubles, 3 tries, then the sweep owns the row
@@ -61,6 +68,7 @@ type Relay struct {
 	log  *slog.Logger
 
 	sem      chan struct{}
+	lanes    map[string]chan struct{}
 	mu       sync.Mutex
 	inflight map[int64]struct{}
 	acks     []int64
@@ -74,12 +82,28 @@ func NewRelay(pool *pgxpool.Pool, pub Publisher, cfg RelayConfig, log *slog.Logg
 	if log == nil {
 		log = slog.Default()
 	}
+	lanes := map[string]chan struct{}{}
+	for typ, n := range cfg.Lanes {
+		if n > 0 {
+			lanes[typ] = make(chan struct{}, n)
+		}
+	}
 	return &Relay{
 		pool: pool, pub: pub, cfg: cfg, log: log,
 		sem:      make(chan struct{}, cfg.MaxInFlight),
+		lanes:    lanes,
 		inflight: map[int64]struct{}{},
 		ackWake:  make(chan struct{}, 1),
 	}
+}
+
+// slot is the semaphore a row's publication takes: its type's lane, or the
+// shared one.
+func (r *Relay) slot(typ string) chan struct{} {
+	if l, ok := r.lanes[typ]; ok {
+		return l
+	}
+	return r.sem
 }
 
 // Publish hands committed rows to the publisher asynchronously. Call it only
@@ -115,8 +139,9 @@ func (r *Relay) deliver(ctx context.Context, row Row) {
 		delete(r.inflight, row.ID)
 		r.mu.Unlock()
 	}()
-	r.sem <- struct{}{}
-	defer func() { <-r.sem }()
+	sem := r.slot(row.Event.Type())
+	sem <- struct{}{}
+	defer func() { <-sem }()
 	backoff := r.cfg.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		err := r.pub.Publish(ctx, row.Event)

@@ -203,8 +203,9 @@ func TestKnowledgeBadInput(t *testing.T) {
 				t.Errorf("%s: %d %s, want %d %s", tc.name, r.Status, r.Body, tc.status, tc.code)
 			}
 		}
-		// The saved query params were not touched by the refused update.
-		if v := c.OK("GET", kbPath+"/query-params", nil)["values"].(map[string]any); v["search_mode"] != "hybrid" {
+		// The saved query params were not touched by the refused update (the
+		// default of a KB on the offline embedder: keyword search).
+		if v := c.OK("GET", kbPath+"/query-params", nil)["values"].(map[string]any); v["search_mode"] != "keyword" {
 			t.Errorf("query params after a refused update: %v", v)
 		}
 		baselineIntact(t, c)
