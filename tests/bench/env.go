@@ -28,6 +28,11 @@ type env struct {
 	rdb      *redis.Client
 	bins     map[string]string // function name (and "hello") → executable
 	log      io.Writer         // progress, not part of the report
+
+	selected    []string   // the figures this run reports
+	root        string     // the module's directory
+	datasetsDir string     // YUXI_DATASETS_DIR: retrieval test sets (figure 5)
+	kn          *knowledge // the knowledge-base fixture of figures 5 and 6, opened on first use
 }
 
 func (e *env) progress(format string, args ...any) {

@@ -1,5 +1,6 @@
-// Command bench is `make bench`: four figures of the platform's overhead,
-// each printed as `name: value (ratio vs floor)` where the floor is measured
+// Command bench is `make bench`: seven figures of the platform's overhead,
+// knowledge-base retrieval quality, query latency and ingestion, each
+// printed as `name: value (ratio vs floor)` where the floor is measured
 // in the same run, on the same machine and the same services, so that ratios
 // stay meaningful on noisy machines where absolute times do not. See
 // README.md for what each figure measures and how to read it.
@@ -48,12 +49,15 @@ var figures = []struct {
 	{"2", "figure 2 (intake under concurrency)", figIntake},
 	{"3", "figure 3 (SSE delivery and idle cost)", figSSE},
 	{"4", "figure 4 (cold start)", figColdStart},
+	{"5", "figure 5 (retrieval quality)", figQuality},
+	{"6", "figure 6 (query latency)", figQuery},
+	{"7", "figure 7 (ingestion)", figIngest},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "1,2,3,4", "comma-separated figures to run")
+	only := fs.String("only", "1,2,3,4,5,6,7", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -82,6 +86,8 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 		return 2
 	}
 	defer closeEnv()
+	e.datasetsDir = getenv("YUXI_DATASETS_DIR")
+	e.selected = selected
 
 	rep := &report{w: stdout}
 	fmt.Fprintf(stdout, "yuxi bench — %s\n", e.describe(ctx))
@@ -130,6 +136,7 @@ func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*en
 		return nil, nil, err
 	}
 	closeAll := func() {
+		e.closeKnowledge()
 		admin.Close()
 		_ = rdb.Close()
 		_ = os.RemoveAll(dir)
@@ -139,7 +146,8 @@ func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*en
 		closeAll()
 		return nil, nil, err
 	}
-	e.progress("building %s and the hello-world floor", strings.Join(functionNames, ", "))
+	e.root = root
+	e.progress("building %s, the local runner and the hello-world floor", strings.Join(functionNames, ", "))
 	if e.bins, err = buildBinaries(ctx, root, dir); err != nil {
 		closeAll()
 		return nil, nil, err

@@ -18,20 +18,25 @@ import (
 // functionNames are the function binaries the bench builds and starts.
 var functionNames = []string{"intake", "dispatcher", "agent-step", "tool-invoke"}
 
-// buildBinaries builds every function (go build -o dir ./functions/<name>…)
-// and the hello-world floor of figure 4, whose source is written to a
-// temporary module at bench time.
+// localRunner is the all-in-one local runner (every function in one
+// process, `make run`), which figure 7 ingests through.
+const localRunner = "yuxi"
+
+// buildBinaries builds every function (go build -o dir ./functions/<name>…),
+// the local runner and the hello-world floor of figure 4, whose source is
+// written to a temporary module at bench time.
 func buildBinaries(ctx context.Context, root, dir string) (map[string]string, error) {
 	args := []string{"build", "-o", dir + string(filepath.Separator)}
 	for _, n := range functionNames {
 		args = append(args, "./functions/"+n)
 	}
+	args = append(args, "./infra/local/cmd/"+localRunner)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
-	bins := map[string]string{}
+	bins := map[string]string{localRunner: filepath.Join(dir, localRunner)}
 	for _, n := range functionNames {
 		bins[n] = filepath.Join(dir, n)
 	}
@@ -83,7 +88,7 @@ func main() {
 type proc struct {
 	name string
 	cmd  *exec.Cmd
-	// Addr is the address of the ready line ("<name>: ready on <addr>").
+	// Addr is the address of the ready line (see readyAddr).
 	Addr string
 	// Ready is the time from just before exec to reading the ready line.
 	Ready time.Duration
@@ -130,11 +135,11 @@ func startProc(bin string, env map[string]string, timeout time.Duration, onLine 
 				if onLine != nil {
 					onLine(line)
 				}
-				if _, addr, ok := strings.Cut(line, ": ready on "); ok {
+				if addr, ok := readyAddr(line); ok {
 					at := time.Now()
 					rss, _ := readRSS(cmd.Process.Pid)
 					seen = true
-					readyCh <- ready{addr: strings.TrimSpace(addr), at: at, rss: rss}
+					readyCh <- ready{addr: addr, at: at, rss: rss}
 					continue
 				}
 			}
@@ -152,6 +157,20 @@ func startProc(bin string, env map[string]string, timeout time.Duration, onLine 
 		p.kill()
 		return nil, fmt.Errorf("%s not ready after %s\n%s", name, timeout, logs)
 	}
+}
+
+// readyAddr finds the listening address in a ready line: "<function>:
+// ready on <addr>" (the functions) or "yuxi: ready, API on http://<addr>
+// (…)" (the local runner).
+func readyAddr(line string) (string, bool) {
+	if _, addr, ok := strings.Cut(line, ": ready on "); ok {
+		return strings.TrimSpace(addr), true
+	}
+	if _, rest, ok := strings.Cut(line, ": ready, API on http://"); ok {
+		addr, _, _ := strings.Cut(rest, " ")
+		return addr, true
+	}
+	return "", false
 }
 
 // Port is the port of the ready line's address.
