@@ -35,6 +35,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // Parser turns a document into Markdown.
@@ -48,9 +49,7 @@ type Buckets interface {
 }
 
 // Notifier announces file status changes to watchers of a KB.
-type Notifier interface {
-	NotifyKB(ctx context.Context, kbID string, payload any) (string, error)
-}
+type Notifier = kb.Notifier
 
 // Config tunes the handler.
 type Config struct {
@@ -69,7 +68,7 @@ type Handler struct {
 	parser  Parser
 	kw      kb.KeywordWriter
 	vectors kb.VectorDeleter
-	notify  Notifier
+	stage   kb.Stage
 	cfg     Config
 	log     *slog.Logger
 }
@@ -89,7 +88,8 @@ func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, pa
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, kw: kw, vectors: vectors, notify: notify, cfg: cfg, log: log}
+	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, kw: kw, vectors: vectors, cfg: cfg, log: log,
+		stage: kb.Stage{DB: poolOf(kbs), Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
 // Register adds the handlers to a function router.
@@ -118,15 +118,15 @@ func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) erro
 	case err != nil:
 		return err
 	}
-	h.status(ctx, f, kb.StatusParsing, "")
+	h.stage.Status(ctx, f, kb.StatusParsing, "")
 	h.crash("parse.claimed")
 	res, err := h.parse(ctx, f)
 	if err != nil {
-		return h.fail(ctx, f, err)
+		return h.stage.Fail(ctx, f, err)
 	}
 	mdKey, imgs, err := h.save(ctx, f, res)
 	if err != nil {
-		return h.fail(ctx, f, err)
+		return h.stage.Fail(ctx, f, err)
 	}
 	h.crash("parse.before_commit")
 	err = h.ob.Tx(ctx, pool, func(tx pgx.Tx, emit outbox.Emit) error {
@@ -136,9 +136,9 @@ func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) erro
 		return nil
 	}
 	if err != nil {
-		return h.fail(ctx, f, err)
+		return h.stage.Fail(ctx, f, err)
 	}
-	h.status(ctx, f, kb.StatusParsed, "")
+	h.stage.Status(ctx, f, kb.StatusParsed, "")
 	return nil
 }
 
@@ -211,43 +211,6 @@ func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (str
 	return key, imgs, nil
 }
 
-// fail ends the stage: coded errors (bad input) are permanent and recorded on
-// the file; passing faults release the stage and ask for a retry, until the
-// attempts run out.
-func (h *Handler) fail(ctx context.Context, f kb.File, cause error) error {
-	ctx = context.WithoutCancel(ctx)
-	pool := h.kbs.Pool()
-	if kb.Permanent(cause) || f.StageAttempts >= h.cfg.MaxAttempts {
-		msg := cause.Error()
-		if fe, ok := failure.As(cause); ok {
-			msg = fe.Message
-		}
-		if _, err := kb.FailStage(ctx, pool, f, msg); err != nil {
-			return err
-		}
-		h.status(ctx, f, kb.StatusErrorParsing, msg)
-		h.log.Info("file failed to parse", "kb", f.KBID, "file", f.FileID, "error", cause)
-		return nil
-	}
-	if err := kb.ReleaseStage(ctx, pool, f); err != nil {
-		h.log.Warn("release parse stage", "file", f.FileID, "error", err)
-	}
-	return cause
-}
-
-func (h *Handler) status(ctx context.Context, f kb.File, status, msg string) {
-	if h.notify == nil {
-		return
-	}
-	p := map[string]any{"kb_id": f.KBID, "file_id": f.FileID, "filename": f.Filename, "status": status}
-	if msg != "" {
-		p["error_message"] = msg
-	}
-	if _, err := h.notify.NotifyKB(context.WithoutCancel(ctx), f.KBID, p); err != nil {
-		h.log.Debug("notify kb", "error", err)
-	}
-}
-
 // BucketChanged applies a bucket notification to every KB bound to the bucket.
 func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChanged) error {
 	var removed []kb.Removed
@@ -315,4 +278,13 @@ func supported(filename string) bool {
 		}
 	}
 	return false
+}
+
+// poolOf is kbs's pool, or nil when kbs is (handlers built only to list
+// their routes).
+func poolOf(kbs *kb.Store) postgres.DB {
+	if kbs == nil {
+		return nil
+	}
+	return kbs.Pool()
 }

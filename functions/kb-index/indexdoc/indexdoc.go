@@ -31,6 +31,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
@@ -47,9 +48,7 @@ type Embedders interface {
 }
 
 // Notifier announces file status changes to watchers of a KB.
-type Notifier interface {
-	NotifyKB(ctx context.Context, kbID string, payload any) (string, error)
-}
+type Notifier = kb.Notifier
 
 // Config tunes the handler.
 type Config struct {
@@ -66,7 +65,7 @@ type Handler struct {
 	kw        kb.KeywordWriter
 	vectors   Vectors
 	embedders Embedders
-	notify    Notifier
+	stage     kb.Stage
 	cfg       Config
 	log       *slog.Logger
 }
@@ -85,7 +84,8 @@ func New(kbs *kb.Store, store blob.Store, kw kb.KeywordWriter, vectors Vectors, 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{kbs: kbs, store: store, kw: kw, vectors: vectors, embedders: embedders, notify: notify, cfg: cfg, log: log}
+	return &Handler{kbs: kbs, store: store, kw: kw, vectors: vectors, embedders: embedders, cfg: cfg, log: log,
+		stage: kb.Stage{DB: poolOf(kbs), Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
 // Register adds the handler to a function router.
@@ -107,15 +107,15 @@ func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
 	case err != nil:
 		return err
 	}
-	h.status(ctx, f, kb.StatusIndexing, "")
+	h.stage.Status(ctx, f, kb.StatusIndexing, "")
 	h.crash("index.claimed")
 	if err := h.index(ctx, f); err != nil {
 		if errors.Is(err, kb.ErrStageLost) {
 			return nil
 		}
-		return h.fail(ctx, f, err)
+		return h.stage.Fail(ctx, f, err)
 	}
-	h.status(ctx, f, kb.StatusIndexed, "")
+	h.stage.Status(ctx, f, kb.StatusIndexed, "")
 	return nil
 }
 
@@ -263,36 +263,11 @@ func contains(s []string, v string) bool {
 	return false
 }
 
-func (h *Handler) fail(ctx context.Context, f kb.File, cause error) error {
-	ctx = context.WithoutCancel(ctx)
-	pool := h.kbs.Pool()
-	if kb.Permanent(cause) || f.StageAttempts >= h.cfg.MaxAttempts {
-		msg := cause.Error()
-		if fe, ok := failure.As(cause); ok {
-			msg = fe.Message
-		}
-		if _, err := kb.FailStage(ctx, pool, f, msg); err != nil {
-			return err
-		}
-		h.status(ctx, f, kb.StatusErrorIndexing, msg)
-		h.log.Info("file failed to index", "kb", f.KBID, "file", f.FileID, "error", cause)
+// poolOf is kbs's pool, or nil when kbs is (handlers built only to list
+// their routes).
+func poolOf(kbs *kb.Store) postgres.DB {
+	if kbs == nil {
 		return nil
 	}
-	if err := kb.ReleaseStage(ctx, pool, f); err != nil {
-		h.log.Warn("release index stage", "file", f.FileID, "error", err)
-	}
-	return cause
-}
-
-func (h *Handler) status(ctx context.Context, f kb.File, status, msg string) {
-	if h.notify == nil {
-		return
-	}
-	p := map[string]any{"kb_id": f.KBID, "file_id": f.FileID, "filename": f.Filename, "status": status}
-	if msg != "" {
-		p["error_message"] = msg
-	}
-	if _, err := h.notify.NotifyKB(context.WithoutCancel(ctx), f.KBID, p); err != nil {
-		h.log.Debug("notify kb", "error", err)
-	}
+	return kbs.Pool()
 }
