@@ -29,10 +29,14 @@ type env struct {
 	bins     map[string]string // function name (and "hello") → executable
 	log      io.Writer         // progress, not part of the report
 
-	selected    []string   // the figures this run reports
-	root        string     // the module's directory
-	datasetsDir string     // YUXI_DATASETS_DIR: retrieval test sets (figure 5)
-	kn          *knowledge // the knowledge-base fixture of figures 5 and 6, opened on first use
+	selected    []string // the figures this run reports
+	root        string   // the module's directory
+	datasetsDir string   // YUXI_DATASETS_DIR: retrieval test sets (figure 5)
+	// kbEnv is added to the knowledge fixture's environment (figures 5, 6):
+	// YUXI_BENCH_EMBEDDING_MODEL (model id), _BASE_URL and _API_KEY of an
+	// OpenAI-compatible /v1/embeddings provider; empty: the builtin embedder.
+	kbEnv map[string]string
+	kn    *knowledge // the knowledge-base fixture of figures 5 and 6, opened on first use
 }
 
 func (e *env) progress(format string, args ...any) {

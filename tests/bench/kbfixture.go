@@ -112,6 +112,9 @@ func (e *env) openKnowledgeApp(ctx context.Context, db benchDB, prefix, blobDir 
 	penv := e.platformEnv(db, prefix)
 	penv["YUXI_BLOB_URI"] = blobDir
 	penv["YUXI_DB_MAX_CONNS"] = "12" // room for the fixture's concurrent builds; the default is max(4, CPUs)
+	for k, v := range e.kbEnv {
+		penv[k] = v
+	}
 	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
 	if err != nil {
 		return nil, err

@@ -87,6 +87,11 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	}
 	defer closeEnv()
 	e.datasetsDir = getenv("YUXI_DATASETS_DIR")
+	if m := getenv("YUXI_BENCH_EMBEDDING_MODEL"); m != "" {
+		e.kbEnv = map[string]string{"YUXI_DEFAULT_EMBEDDING_MODEL": "bench-embed:" + m,
+			"YUXI_PROVIDER_BENCH_EMBED_BASE_URL": getenv("YUXI_BENCH_EMBEDDING_BASE_URL"),
+			"YUXI_PROVIDER_BENCH_EMBED_API_KEY":  getenv("YUXI_BENCH_EMBEDDING_API_KEY")}
+	}
 	e.selected = selected
 
 	rep := &report{w: stdout}
