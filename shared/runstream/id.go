@@ -35,6 +35,11 @@ func (a streamID) String() string {
 	return strconv.FormatUint(a.ms, 10) + "-" + strconv.FormatUint(a.seq, 10)
 }
 
+// after returns the smallest stream id greater than a: the id of an event the
+// server makes up (the synthetic end), so that a client dropping every event
+// whose id is not above its last one still takes it.
+func (a streamID) after() streamID { return streamID{a.ms, a.seq + 1} }
+
 // NormalizeCursor returns s if it is a stream id (<ms>-<seq>, surrounding
 // space ignored) and "0-0" — the start of the stream — otherwise, as the
 // original contract does for after_seq and Last-Event-ID.

@@ -42,9 +42,13 @@ func RunCursor(r *http.Request) string {
 // the run's Redis stream: `event: <type>\ndata: <envelope>\nid: <stream id>`
 // per event, resuming after RunCursor(r), `: heartbeat` when idle, closing
 // after the `end` event, after MaxDuration, or when the client leaves. For a
-// Terminal run whose stream holds no `end` after the cursor it sends a
-// synthetic `end` {status, request_id} (id = last id seen, or the cursor) and
-// closes. If Redis fails it sends `error` {run_id, message, reason:
+// Terminal run whose stream holds no `end` after the cursor (its real end is
+// still on its way, e.g. the process that finished the run died before
+// writing it) it sends a synthetic `end` {status, request_id} and closes. The
+// original gave that end the last id seen (or the cursor); clients drop
+// events whose id is not above their last one, so they never saw it. Its id
+// here is the next id after the last one seen: a client resuming from it
+// still gets the real end, which always comes later. If Redis fails it sends `error` {run_id, message, reason:
 // "redis_error"} and closes; a slow client is just disconnected (it resumes
 // with Last-Event-ID).
 func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptions) {
@@ -80,7 +84,8 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 			if !o.Verbose {
 				env, _ = compactEnvelope(EventEnd, env)
 			}
-			sw.Event(EventEnd, last, env)
+			id, _ := parseID(last) // last is a normalized cursor or a stream id
+			sw.Event(EventEnd, id.after().String(), env)
 			return true, nil
 		},
 	}

@@ -103,8 +103,10 @@ func TestRunSSESyntheticEndForTerminalRunWithoutEnd(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	end := evs[2]
-	if end.Event != EventEnd || end.ID != id[1] {
-		t.Fatalf("synthetic end %+v, want id %s (last seen)", end, id[1])
+	// Its id is above every id the client saw, or a client dropping what it
+	// has already seen would drop the end too.
+	if want := bumped(t, id[1]); end.Event != EventEnd || end.ID != want {
+		t.Fatalf("synthetic end %+v, want id %s (just after the last seen)", end, want)
 	}
 	var env Envelope
 	if err := json.Unmarshal([]byte(end.Data), &env); err != nil {
@@ -114,14 +116,23 @@ func TestRunSSESyntheticEndForTerminalRunWithoutEnd(t *testing.T) {
 		t.Fatalf("synthetic end envelope %s", end.Data)
 	}
 
-	// Nothing after the cursor: the end carries the cursor as its id.
+	// Nothing after the cursor: the end's id is just after the cursor.
 	evs = dialSSE(t, srv, "/?run=r", http.Header{"Last-Event-Id": {id[1]}}).rest(t, 5*time.Second)
-	if len(evs) != 1 || evs[0].Event != EventEnd || evs[0].ID != id[1] {
+	if len(evs) != 1 || evs[0].Event != EventEnd || evs[0].ID != bumped(t, id[1]) {
 		t.Fatalf("terminal, nothing new: %+v", evs)
+	}
+	// Resuming from the synthetic end's id gets the real end once it is written.
+	realEnd, err := w.Append(context.Background(), "r", "th", EventEnd, map[string]string{"status": "failed"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs = dialSSE(t, srv, "/?run=r", http.Header{"Last-Event-Id": {bumped(t, id[1])}}).rest(t, 5*time.Second)
+	if len(evs) != 1 || evs[0].ID != realEnd {
+		t.Fatalf("resumed after the synthetic end: %+v, want the real end %s", evs, realEnd)
 	}
 	// No stream at all.
 	evs = dialSSE(t, srv, "/?run=gone", nil).rest(t, 5*time.Second)
-	if len(evs) != 1 || evs[0].Event != EventEnd || evs[0].ID != "0-0" {
+	if len(evs) != 1 || evs[0].Event != EventEnd || evs[0].ID != "0-1" {
 		t.Fatalf("terminal, expired stream: %+v", evs)
 	}
 }
@@ -225,4 +236,14 @@ func TestRunSSECompactEnvelopeWhenNotVerbose(t *testing.T) {
 	if want := `{"payload":{"status":"completed"},"request_id":"req-9","run_id":"r","thread_id":"th"}`; evs[1].Data != want {
 		t.Fatalf("compact synthetic end:\n%s\nwant\n%s", evs[1].Data, want)
 	}
+}
+
+// bumped is the id right after stream id s.
+func bumped(t *testing.T, s string) string {
+	t.Helper()
+	id, ok := parseID(s)
+	if !ok {
+		t.Fatalf("not a stream id: %q", s)
+	}
+	return id.after().String()
 }

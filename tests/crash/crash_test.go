@@ -158,7 +158,12 @@ func runScenario(t *testing.T, bin string, sc scenario) {
 	}
 	r := testkit.Render(seen)
 	if r.Ends != 1 || r.EndStatus != "completed" {
-		t.Fatalf("run %s: ends=%d status=%q\n%s", runID, r.Ends, r.EndStatus, p2.Logs.String())
+		var trail []string
+		for _, e := range seen {
+			trail = append(trail, e.Event+"@"+e.ID)
+		}
+		t.Fatalf("run %s: ends=%d status=%q (resumed after %q, ended before the crash %v; events %v)\n%s",
+			runID, r.Ends, r.EndStatus, lastID, ended, trail, p2.Logs.String())
 	}
 	var texts []string
 	for _, s := range r.Texts() {
