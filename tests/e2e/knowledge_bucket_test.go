@@ -146,6 +146,21 @@ func TestKnowledgeBucketS3Notifications(t *testing.T) {
 		t.Errorf("redelivery: %v (was %v), %d files", f, f1, len(hb.files()))
 	}
 
+	// Outdated notifications — a deletion of an object that is still there, a
+	// creation of one that is gone — are checked against the bucket and
+	// change nothing.
+	bucketNotify(t, p, testkit.S3EventRecords(t, "ObjectRemoved:Delete", testkit.ObjectEvent{Bucket: "acme-drop", Key: key1, Sequencer: "0A00"}))
+	if f := hb.indexed("s3://acme-drop/" + key1); f["file_id"] != id1 {
+		t.Errorf("an outdated deletion removed the file: %v", f)
+	}
+	if h := hb.hits("vacation days", id1); len(h) == 0 {
+		t.Error("an outdated deletion emptied the index")
+	}
+	bucketNotify(t, p, testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "acme-drop", Key: "handbook/ghost.md", Size: 10, ETag: `"0123"`, Sequencer: "0A09"}))
+	if got := hb.files(); len(got) != 1 {
+		t.Errorf("a creation of a missing object added a file: %v", got)
+	}
+
 	// Outside the prefix: another KB's prefix takes it, the handbook does
 	// not. An unbound bucket's object goes nowhere.
 	vo := bucketPut(t, drop, "notes/outside.md", "Standup notes: the outside contractor starts Monday.\n")

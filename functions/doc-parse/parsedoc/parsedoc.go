@@ -212,7 +212,16 @@ func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (str
 }
 
 // BucketChanged applies a bucket notification to every KB bound to the bucket.
+// The bucket is asked first whether the notification still holds:
+// notifications arrive late, out of order and more than once, and a deletion
+// of an object that exists again (or never went) must not empty the index.
 func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChanged) error {
+	if reason, err := h.outdated(ctx, in); err != nil {
+		return err
+	} else if reason != "" {
+		h.log.Info("bucket change ignored", "provider", in.Provider, "bucket", in.Bucket, "key", in.Key, "op", in.Op, "reason", reason)
+		return nil
+	}
 	var removed []kb.Removed
 	err := h.ob.Tx(ctx, h.kbs.Pool(), func(tx pgx.Tx, emit outbox.Emit) error {
 		outcomes, r, err := kb.ApplyChange(ctx, tx, emit, h.kw, in, supported)
@@ -230,6 +239,33 @@ func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChang
 		h.cleanup(ctx, r)
 	}
 	return nil
+}
+
+// outdated checks a bucket change against the bucket: a deletion of an
+// object that exists, or a creation of one that is gone, is outdated (the
+// later notification of the object's current state does the work). Without
+// access to the bucket the notification is taken as it is.
+func (h *Handler) outdated(ctx context.Context, in events.BucketObjectChanged) (string, error) {
+	if h.buckets == nil {
+		return "", nil
+	}
+	src, err := h.buckets.Open(in.Provider, in.Bucket)
+	if err != nil {
+		return "", nil //nolint:nilerr // no access: parsing reports it for a creation; a deletion applies
+	}
+	_, err = src.Stat(ctx, in.Key)
+	switch {
+	case errors.Is(err, blob.ErrNotFound):
+		if in.Op != "deleted" {
+			return "the object is gone", nil
+		}
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("check %s in bucket %s: %w", in.Key, in.Bucket, err)
+	case in.Op == "deleted":
+		return "the object still exists", nil
+	}
+	return "", nil
 }
 
 // cleanup deletes a removed file's objects and vectors (after commit; both
