@@ -209,8 +209,8 @@ func absPath(p string) string {
 	return filepath.Join(wd, p)
 }
 
-// FileSweeper recovers stalled ingestion and applies owed vector deletions
-// (the dispatcher's sweep).
+// FileSweeper recovers stalled ingestion, applies owed vector deletions and
+// purges deleted KBs (the dispatcher's sweep).
 func (a *App) FileSweeper() FileSweeper { return FileSweeper{a: a} }
 
 // FileSweeper is the knowledge part of the dispatcher's sweep.
@@ -227,5 +227,9 @@ func (f FileSweeper) Sweep(ctx context.Context) error {
 		return err
 	}
 	_, err = kb.FlushVectorDeletes(ctx, f.a.Pool, f.a.Knowledge.Vectors, "")
-	return err
+	n, perr := kb.PurgeDeleted(ctx, f.a.Pool, f.a.Knowledge.Vectors, f.a.Knowledge.Blob, "")
+	if n > 0 {
+		f.a.Log.Info("sweep purged deleted knowledge bases", "count", n)
+	}
+	return errors.Join(err, perr)
 }

@@ -357,14 +357,20 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 	return out, err
 }
 
-// Delete removes a KB sub may manage with its files and chunks; the caller
-// removes its objects, vectors and keyword index (see Purge).
+// Delete removes a KB sub may manage with its files and chunks, and records
+// its vector collection and objects as owed (knowledge_base_purges) in the
+// same transaction; after commit the caller removes them with PurgeDeleted
+// (the sweep does if it cannot) and drops the keyword index in tx.
 func (s *Store) Delete(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
 	k, err := s.GetManaged(ctx, tx, sub, kbID)
 	if err != nil {
 		return KB{}, err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_bases WHERE kb_id = $1`, kbID); err != nil {
+		return KB{}, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_base_purges (kb_id, object_prefix) VALUES ($1, $2)
+		ON CONFLICT (kb_id) DO NOTHING`, kbID, ObjectPrefix(kbID)); err != nil {
 		return KB{}, err
 	}
 	return k, nil

@@ -120,6 +120,23 @@ func TestKnowledgeS3ObjectStore(t *testing.T) {
 	if h := c.QueryKB(kbID, "laptop foundation", "hybrid"); len(h) != 0 {
 		t.Errorf("deleted documents are still found: %v", h)
 	}
+
+	// Deleting a KB deletes its objects and its vector collection, and owes nothing.
+	files = c.Ingest(kbID, map[string][]byte{"onboarding.md": md}, 30*time.Second)
+	if len(s3storeKeys(t, bucket, "kb/"+kbID+"/")) == 0 {
+		t.Fatal("the re-uploaded document stored nothing")
+	}
+	if r := c.OK("DELETE", "/api/knowledge/databases/"+kbID, nil); r["deleted"] != true {
+		t.Errorf("delete KB: %v", r)
+	}
+	if left := s3storeKeys(t, bucket, "kb/"+kbID+"/"); len(left) != 0 {
+		t.Errorf("after deleting the KB the bucket holds %q", left)
+	}
+	var collections, owed int
+	if err := p.P.App.Pool.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM vector_collections WHERE name = $1),
+		(SELECT count(*) FROM knowledge_base_purges WHERE kb_id = $1)`, kbID).Scan(&collections, &owed); err != nil || collections != 0 || owed != 0 {
+		t.Errorf("after deleting the KB: %d vector collections, %d purges owed (%v)", collections, owed, err)
+	}
 }
 
 func s3storeKeys(t *testing.T, s blob.Store, prefix string) []string {

@@ -133,12 +133,36 @@ func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) erro
 		return kb.FinishParse(ctx, tx, emit, f, mdKey, imgs)
 	})
 	if errors.Is(err, kb.ErrStageLost) {
-		return nil
+		return h.lost(ctx, f, mdKey, imgs)
 	}
 	if err != nil {
 		return h.stage.Fail(ctx, f, err)
 	}
 	h.stage.Status(ctx, f, kb.StatusParsed, "")
+	return nil
+}
+
+// lost cleans up after a parse whose file changed hands before its commit.
+// If another attempt holds the file, it writes the same keys: they stay. If
+// the file is gone, the objects just written are deleted, and if its KB is
+// gone (perhaps purged already) its purge is owed again.
+func (h *Handler) lost(ctx context.Context, f kb.File, mdKey string, imgs []kb.Image) error {
+	pool := h.kbs.Pool()
+	if _, err := kb.LoadFile(ctx, pool, f.FileID); !errors.Is(err, kb.ErrFileNotFound) {
+		return nil
+	}
+	if owed, err := kb.OwePurgeIfGone(ctx, pool, f.KBID); err != nil || owed {
+		return err
+	}
+	keys := []string{mdKey}
+	for _, im := range imgs {
+		keys = append(keys, im.ObjectKey)
+	}
+	for _, k := range keys {
+		if err := h.store.Delete(ctx, k); err != nil {
+			h.log.Warn("delete the objects of a deleted file", "key", k, "error", err)
+		}
+	}
 	return nil
 }
 

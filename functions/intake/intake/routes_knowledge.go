@@ -152,7 +152,7 @@ func (s *Server) updateKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 	writeJSON(w, http.StatusOK, k)
 }
 
-// deleteKB removes the KB's rows, then its vectors, keyword index and objects.
+// deleteKB removes the KB's rows and keyword index, then its vectors and objects.
 func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	kbID := r.PathValue("kb_id")
 	var k kb.KB
@@ -167,14 +167,10 @@ func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 		writeError(w, s.log, err)
 		return
 	}
-	ctx := context.WithoutCancel(r.Context())
-	if err := s.d.Vectors.DropCollection(ctx, kbID); err != nil {
-		s.log.Warn("drop vector collection", "kb", kbID, "error", err)
-	}
-	if objs, err := s.d.Blob.List(ctx, "kb/"+kbID+"/"); err == nil {
-		for _, o := range objs {
-			_ = s.d.Blob.Delete(ctx, o.Key)
-		}
+	// The vectors and objects go after commit; what fails here stays owed and
+	// the dispatcher's sweep finishes it.
+	if _, err := kb.PurgeDeleted(context.WithoutCancel(r.Context()), s.d.Pool, s.d.Vectors, s.d.Blob, kbID); err != nil {
+		s.log.Warn("purge deleted KB", "kb", kbID, "error", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kb_id": k.KBID})
 }

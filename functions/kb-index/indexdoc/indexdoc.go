@@ -111,7 +111,10 @@ func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
 	h.crash("index.claimed")
 	if err := h.index(ctx, f); err != nil {
 		if errors.Is(err, kb.ErrStageLost) {
-			return nil
+			// The KB may be gone (deleted, perhaps purged, while this stage
+			// wrote vectors for it): what it wrote is owed to the sweep.
+			_, oerr := kb.OwePurgeIfGone(ctx, pool, f.KBID)
+			return oerr
 		}
 		return h.stage.Fail(ctx, f, err)
 	}
