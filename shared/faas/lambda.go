@@ -44,6 +44,12 @@ type LambdaReport struct {
 // outbox relay puts there) or plain data, in which case the event's type is
 // detail-type, its source is source and its id is id.
 //
+// A payload of none of these shapes — records of another event source
+// (aws:s3, aws:sns), an SQS body that is neither, or an EventBridge event whose
+// detail-type no handler takes (S3's "Object Created") — goes to the router's
+// Translator, if it has one, and the events it yields are delivered in turn:
+// the payload (or SQS message) is retried if any of them is.
+//
 // Any other payload is an error; the handler never panics on input.
 func LambdaHandler(r *Router) func(ctx context.Context, payload json.RawMessage) (any, error) {
 	return func(ctx context.Context, payload json.RawMessage) (any, error) {
@@ -63,12 +69,20 @@ func LambdaHandler(r *Router) func(ctx context.Context, payload json.RawMessage)
 			}
 			for i, rec := range sqs.Records {
 				if rec.EventSource != "aws:sqs" {
+					if evs, ok, err := r.translated(payload); ok {
+						return r.lambdaMany(ctx, payload, evs, err)
+					}
 					return nil, fmt.Errorf("record %d comes from %q; only aws:sqs records are supported", i, rec.EventSource)
 				}
 			}
 			return r.deliverSQS(ctx, sqs), nil
 		case probe.DetailType != nil:
 			ev, err := fromEventBridgeJSON(payload)
+			if err == nil && r.foreign(ev) {
+				if evs, ok, terr := r.translate(payload); ok {
+					return r.lambdaMany(ctx, payload, evs, terr)
+				}
+			}
 			return r.lambdaSingle(ctx, ev, err)
 		case probe.SpecVersion != "":
 			ev := cloudevents.NewEvent()
@@ -77,8 +91,60 @@ func LambdaHandler(r *Router) func(ctx context.Context, payload json.RawMessage)
 			}
 			return r.lambdaSingle(ctx, ev, nil)
 		}
+		if evs, ok, err := r.translated(payload); ok {
+			return r.lambdaMany(ctx, payload, evs, err)
+		}
 		return nil, errors.New("unsupported lambda payload: expected an SQS event, an EventBridge event or a structured CloudEvent")
 	}
+}
+
+// translated asks the router's translator, if any, about raw.
+func (r *Router) translated(raw []byte) ([]cloudevents.Event, bool, error) {
+	if r.translate == nil {
+		return nil, false, nil
+	}
+	return r.translate(raw)
+}
+
+// deliverAll delivers translated events in order and returns the worst
+// outcome: retry over a permanent failure over ack. terr is the translation's
+// error: the payload is then recorded as malformed under id.
+func (r *Router) deliverAll(ctx context.Context, id string, raw []byte, evs []cloudevents.Event, terr error) Result {
+	if terr != nil {
+		ev := cloudevents.NewEvent()
+		ev.SetID(id)
+		ev.SetSource("/yuxi/" + r.name + "/translator")
+		_ = ev.SetData("text/plain", raw)
+		return r.finish(ctx, ev, "", Result{Malformed, fmt.Errorf("translate payload: %w", terr)})
+	}
+	worst := Result{Outcome: Ack}
+	for _, ev := range evs {
+		res := r.Deliver(ctx, ev)
+		if res.Outcome == Retry || (res.Outcome != Ack && worst.Outcome == Ack) {
+			worst = res
+		}
+		if res.Outcome == Retry {
+			break // the whole payload comes again; handlers are idempotent
+		}
+	}
+	return worst
+}
+
+// lambdaMany delivers the events of a directly invoked foreign payload.
+func (r *Router) lambdaMany(ctx context.Context, raw []byte, evs []cloudevents.Event, terr error) (any, error) {
+	id := ""
+	if len(evs) > 0 {
+		id = evs[0].ID()
+	}
+	res := r.deliverAll(ctx, id, raw, evs, terr)
+	rep := LambdaReport{ID: id, Outcome: res.Outcome.String()}
+	if res.Err != nil {
+		rep.Error = res.Err.Error()
+	}
+	if res.Outcome == Retry {
+		return nil, fmt.Errorf("translated payload: %w", res.Err)
+	}
+	return rep, nil
 }
 
 // lambdaSingle delivers one directly invoked event. decodeErr is a decoding
@@ -112,6 +178,16 @@ func (r *Router) deliverSQS(ctx context.Context, sqs events.SQSEvent) events.SQS
 		}
 		var res Result
 		ev, err := decodeSQSBody([]byte(rec.Body))
+		if r.translate != nil && (err != nil || r.foreign(ev)) {
+			if evs, ok, terr := r.translate([]byte(rec.Body)); ok {
+				res = r.deliverAll(ctx, rec.MessageId, []byte(rec.Body), evs, terr)
+				if res.Outcome == Retry {
+					out.BatchItemFailures = append(out.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: rec.MessageId})
+					retryRest = strings.HasSuffix(rec.EventSourceARN, ".fifo")
+				}
+				continue
+			}
+		}
 		if err != nil {
 			// Keep the undecodable body with the message id so the recorder
 			// has something to show.

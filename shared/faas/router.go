@@ -93,10 +93,31 @@ type route struct {
 // Router maps event types to typed handlers. Build it at start-up, then share
 // it read-only between goroutines.
 type Router struct {
-	name     string
-	routes   map[string]route
-	recorder FailureRecorder
-	log      *slog.Logger
+	name      string
+	routes    map[string]route
+	recorder  FailureRecorder
+	log       *slog.Logger
+	translate Translator
+}
+
+// Translator turns a payload that is none of the platform's event shapes — a
+// cloud service's own notification, such as S3 event records delivered
+// straight to a Lambda function or in an SQS message — into the events it
+// means. handled=false: not a format it knows; err: a known format that is
+// malformed. Zero events (a test notification) is a valid translation.
+type Translator func(payload []byte) (evs []cloudevents.Event, handled bool, err error)
+
+// Translate sets the translator LambdaHandler asks about payloads it cannot
+// read and EventBridge events no handler takes. Set it at start-up.
+func (r *Router) Translate(t Translator) { r.translate = t }
+
+// foreign reports whether ev is for the translator: no handler takes its type.
+func (r *Router) foreign(ev cloudevents.Event) bool {
+	if r.translate == nil {
+		return false
+	}
+	_, ok := r.routes[ev.Type()]
+	return !ok
 }
 
 // NewRouter returns a router for the named function. recorder may be nil.

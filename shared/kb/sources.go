@@ -2,6 +2,8 @@ package kb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"path"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
@@ -107,6 +110,24 @@ func sourcesWhere(ctx context.Context, db postgres.DB, where string, args ...any
 		out = append(out, src)
 	}
 	return out, rows.Err()
+}
+
+// BucketChange is the platform event for one decoded bucket notification,
+// with its deduplication key: a redelivered notification is one event. The
+// notification's own id is part of the key, so an object deleted and written
+// again with the same content (same ETag, no version id) is news.
+func BucketChange(c notify.Change) (events.BucketObjectChanged, string) {
+	ev := events.BucketObjectChanged{Provider: c.Provider, Bucket: c.Bucket, Key: c.Key, Size: c.Size, ETag: c.ETag,
+		Version: c.Version, Op: c.Op}
+	if !c.Time.IsZero() {
+		ev.Time = c.Time.UTC().Format(time.RFC3339Nano)
+	}
+	key := fmt.Sprintf("bucket:%s:%s:%s:%s:%s:%s:%s", c.Provider, c.Bucket, c.Key, c.Version, c.ETag, c.Op, c.EventID)
+	if len(key) > 1000 {
+		sum := sha256.Sum256([]byte(key))
+		key = "bucket:" + hex.EncodeToString(sum[:])
+	}
+	return ev, key
 }
 
 // ChangeOutcome reports what a bucket change did to one KB.

@@ -71,7 +71,8 @@ func (c *cluster) start(t *testing.T, name string) {
 	c.procs[name] = testkit.StartProc(t, c.bins[name], env, health)
 }
 
-func newCluster(t *testing.T) *cluster {
+// newCluster starts every function, with extra environment for all of them.
+func newCluster(t *testing.T, extra ...testkit.Env) *cluster {
 	c := &cluster{stack: testkit.NewStack(t), ports: map[string]string{}, bins: map[string]string{}, procs: map[string]*testkit.Proc{}}
 	pkgs := make([]string, len(functions))
 	for i, f := range functions {
@@ -103,7 +104,13 @@ func newCluster(t *testing.T) *cluster {
 	srv := httptest.NewServer(c.ingress)
 	t.Cleanup(srv.Close)
 	c.broker = srv.URL
-	c.env = c.stack.Env(testkit.Env{"K_SINK": srv.URL, "YUXI_STEP_LEASE": "2s"})
+	env := testkit.Env{"K_SINK": srv.URL, "YUXI_STEP_LEASE": "2s"}
+	for _, x := range extra {
+		for k, v := range x {
+			env[k] = v
+		}
+	}
+	c.env = c.stack.Env(env)
 	for _, f := range functions {
 		c.start(t, f)
 	}

@@ -26,10 +26,12 @@ import (
 	"strings"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -98,6 +100,31 @@ func (h *Handler) Register(r *faas.Router) {
 	faas.On(r, h.BucketChanged)
 	faas.OnType(r, events.TypeGCSObjectFinalized, h.gcs("created"))
 	faas.OnType(r, events.TypeGCSObjectDeleted, h.gcs("deleted"))
+	r.Translate(Translate)
+}
+
+// Translate reads bucket notifications the cloud delivers to the function
+// itself rather than to the webhook — S3 event records invoking a Lambda
+// function directly or through SQS or SNS, EventBridge "Object Created" /
+// "Object Deleted" events — as bucket changes (see faas.Translator).
+func Translate(raw []byte) ([]cloudevents.Event, bool, error) {
+	changes, err := notify.Decode(raw)
+	if errors.Is(err, notify.ErrUnknownFormat) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, err
+	}
+	out := make([]cloudevents.Event, 0, len(changes))
+	for _, c := range changes {
+		p, key := kb.BucketChange(c)
+		ev, err := events.New(events.Source("doc-parse"), key, p, "")
+		if err != nil {
+			return nil, true, err
+		}
+		out = append(out, ev)
+	}
+	return out, true, nil
 }
 
 func (h *Handler) crash(point string) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
@@ -1077,19 +1076,7 @@ func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
 	}
 	err = s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		for _, c := range changes {
-			ev := events.BucketObjectChanged{Provider: c.Provider, Bucket: c.Bucket, Key: c.Key, Size: c.Size, ETag: c.ETag,
-				Version: c.Version, Op: c.Op}
-			if !c.Time.IsZero() {
-				ev.Time = c.Time.UTC().Format(time.RFC3339Nano)
-			}
-			// The notification's own id is part of the key: a redelivered
-			// notification is one event, but an object deleted and written
-			// again with the same content (same ETag, no version id) is news.
-			key := fmt.Sprintf("bucket:%s:%s:%s:%s:%s:%s:%s", c.Provider, c.Bucket, c.Key, c.Version, c.ETag, c.Op, c.EventID)
-			if len(key) > 1000 {
-				sum := sha256.Sum256([]byte(key))
-				key = "bucket:" + hex.EncodeToString(sum[:])
-			}
+			ev, key := kb.BucketChange(c)
 			if err := emit(outbox.Pending{Payload: ev, DedupeKey: key}); err != nil {
 				return err
 			}
