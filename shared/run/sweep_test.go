@@ -14,14 +14,18 @@ func TestSweepRedrivesAStepWhoseLeaseExpired(t *testing.T) {
 	t.Parallel()
 	f, id := started(t)
 	ctx := context.Background()
-	if c, _ := f.Runs.Claim(ctx, id, 1, "dead-worker", 30*time.Millisecond); c.Outcome != run.Claimed {
+	if c, _ := f.Runs.Claim(ctx, id, 1, "dead-worker", time.Minute); c.Outcome != run.Claimed {
 		t.Fatal(c.Outcome)
 	}
 	// A live lease is left alone.
 	if recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour}); err != nil || len(recs) != 0 {
 		t.Fatalf("sweep touched a live lease: %+v %v", recs, err)
 	}
-	time.Sleep(60 * time.Millisecond)
+	// The worker dies; its lease runs out (set in the past rather than slept
+	// through, so a busy machine cannot expire it before the check above).
+	if _, err := f.Pool.Exec(ctx, `UPDATE agent_runs SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
 	recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour})
 	if err != nil || len(recs) != 1 || recs[0].Action != "redrive_step" {
 		t.Fatalf("recover: %+v %v", recs, err)
