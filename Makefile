@@ -29,8 +29,19 @@ run: services ## Run the whole platform in one process on PORT (default 5050)
 test: services tools ## Run every test against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -count=1 -timeout 15m ./...
 
+.PHONY: bench-tools
+bench-tools: ## Install the floors make bench measures against (pdftotext from poppler-utils, psql)
+	@missing=""; command -v pdftotext >/dev/null 2>&1 || missing="$$missing poppler-utils"; \
+	command -v psql >/dev/null 2>&1 || missing="$$missing postgresql-client"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "bench-tools: installing$$missing"; \
+		{ $$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq$$missing >/dev/null; } || \
+			echo "bench-tools: could not install$$missing; make bench reports those figures without a ratio"; \
+	fi
+
 .PHONY: bench
-bench: services ## Measure step overhead, intake latency, SSE delivery and cold start as ratios vs floors
+bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors
 	$(GO) run ./tests/bench
 
 .PHONY: lint
