@@ -413,9 +413,12 @@ func Restage(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, file
 
 // CreateFolder makes a folder in kbID (under parentID, nil for the root).
 func CreateFolder(ctx context.Context, tx pgx.Tx, kbID, name string, parentID *string, by string) (File, error) {
-	name = strings.TrimSpace(name)
-	if name == "" || len(name) > 255 || strings.ContainsAny(name, "/\\") {
-		return File{}, failure.Unprocessable("invalid_folder", "folder name must be 1 to 255 characters without slashes")
+	name, err := validFolderName(name)
+	if err != nil {
+		return File{}, err
+	}
+	if err := lockTree(ctx, tx, kbID); err != nil {
+		return File{}, err
 	}
 	if parentID != nil {
 		var ok bool
@@ -426,9 +429,8 @@ func CreateFolder(ctx context.Context, tx pgx.Tx, kbID, name string, parentID *s
 			return File{}, failure.NotFound("folder_not_found", "parent folder not found")
 		}
 	}
-	var exists bool
-	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM knowledge_files WHERE kb_id = $1 AND is_folder AND filename = $2
-		AND parent_id IS NOT DISTINCT FROM $3)`, kbID, name, parentID).Scan(&exists); err != nil {
+	exists, err := folderTaken(ctx, tx, kbID, name, parentID, "")
+	if err != nil {
 		return File{}, err
 	}
 	if exists {

@@ -2,6 +2,7 @@ package kb_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -620,5 +621,59 @@ func TestPermanent(t *testing.T) {
 		if got := kb.Permanent(c.err); got != c.want {
 			t.Errorf("Permanent(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// testConcurrentTreeChanges: two folders moved into each other at the same
+// time, and two folders of one name created at once: one of each wins, the
+// tree keeps no cycle and no duplicate.
+func testConcurrentTreeChanges(t *testing.T, e *env) {
+	k := e.createKB(t, kb.CreateInput{})
+	var a, b kb.File
+	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
+		var err error
+		if a, err = kb.CreateFolder(e.ctx, tx, k.KBID, "A", nil, owner.UID); err != nil {
+			return err
+		}
+		b, err = kb.CreateFolder(e.ctx, tx, k.KBID, "B", nil, owner.UID)
+		return err
+	})
+	for round := range 5 {
+		errs := make(chan error, 4)
+		var wg sync.WaitGroup
+		run := func(fn func(tx pgx.Tx) error) {
+			wg.Go(func() {
+				errs <- e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error { return fn(tx) })
+			})
+		}
+		run(func(tx pgx.Tx) error { _, err := kb.MoveFile(e.ctx, tx, k.KBID, a.FileID, &b.FileID); return err })
+		run(func(tx pgx.Tx) error { _, err := kb.MoveFile(e.ctx, tx, k.KBID, b.FileID, &a.FileID); return err })
+		name := fmt.Sprintf("same-%d", round)
+		run(func(tx pgx.Tx) error { _, err := kb.CreateFolder(e.ctx, tx, k.KBID, name, nil, owner.UID); return err })
+		run(func(tx pgx.Tx) error { _, err := kb.CreateFolder(e.ctx, tx, k.KBID, name, nil, owner.UID); return err })
+		wg.Wait()
+		close(errs)
+		failed := 0
+		for err := range errs {
+			if err != nil {
+				failed++
+			}
+		}
+		if failed != 2 {
+			t.Fatalf("round %d: %d of 4 changes failed, want one move and one create", round, failed)
+		}
+		var cycle bool
+		if err := e.pool.QueryRow(e.ctx, `SELECT (SELECT parent_id FROM knowledge_files WHERE file_id = $1) = $2
+			AND (SELECT parent_id FROM knowledge_files WHERE file_id = $2) = $1`, a.FileID, b.FileID).Scan(&cycle); err == nil && cycle {
+			t.Fatalf("round %d: A and B are each other's parent", round)
+		}
+		// Back to the root for the next round.
+		e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
+			if _, err := kb.MoveFile(e.ctx, tx, k.KBID, a.FileID, nil); err != nil {
+				return err
+			}
+			_, err := kb.MoveFile(e.ctx, tx, k.KBID, b.FileID, nil)
+			return err
+		})
 	}
 }

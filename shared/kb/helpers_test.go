@@ -56,6 +56,7 @@ func TestStore(t *testing.T) {
 		{"RestageStartsAFreshRetryBudget", testRestageStartsAFreshRetryBudget},
 		{"AddFilesValidation", testAddFilesValidation},
 		{"FoldersListingAndSearch", testFoldersListingAndSearch},
+		{"ConcurrentTreeChanges", testConcurrentTreeChanges},
 		// index_test.go
 		{"CommitIndexReplacesChunks", testCommitIndexReplacesChunks},
 		{"CommitIndexIsAtomicForReaders", testCommitIndexIsAtomicForReaders},

@@ -306,7 +306,7 @@ func TestKnowledgeFormats(t *testing.T) {
 		item := c.UploadKB(kbID, "staged.md", []byte("# Staged\n\nThe walrus ledger is indexed only on request.\n"))
 		added := c.OK("POST", "/api/knowledge/databases/"+kbID+"/documents/add", map[string]any{"items": []string{item}})
 		id := added["items"].([]any)[0].(map[string]any)["file_id"].(string)
-		if added["status"] != "added" {
+		if added["status"] != "success" || added["added"] != float64(1) {
 			t.Errorf("add only: %v", added)
 		}
 		if meta := c.FileMeta(kbID, id); meta["status"] != "uploaded" || meta["chunk_count"].(float64) != 0 {

@@ -58,7 +58,12 @@ func (s *Server) knowledgeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/download", s.admin(s.downloadDocument))
 	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.deleteDocument))
 	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/batch", s.admin(s.deleteDocuments))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/parse-pending", s.admin(s.parsePending))
+	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/index-pending", s.admin(s.indexPending))
+	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/exists", s.admin(s.documentExists))
+	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/documents/{doc_id}/move", s.admin(s.moveDocument))
 	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/folders", s.admin(s.createFolder))
+	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/folders/{folder_id}/rename", s.admin(s.renameFolder))
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/images/{object_path...}", s.user(s.kbImage))
 	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query", s.admin(s.queryKB))
 	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query-test", s.admin(s.queryTest))
@@ -422,13 +427,17 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 	}
 	items := make([]map[string]any, 0, len(files))
 	for i, f := range files {
-		items = append(items, map[string]any{"item": in.Items[i], "file_id": f.FileID, "status": f.Status, "filename": f.Filename})
+		items = append(items, map[string]any{"index": i, "item": in.Items[i], "file_id": f.FileID, "status": f.Status,
+			"filename": f.Filename, "file_meta": f})
 	}
-	status := "queued"
 	if !process {
-		status = "added"
+		// As the original's documents/add; all items are added in one
+		// transaction, so failed_items is always empty (an error refuses all).
+		writeJSON(w, http.StatusOK, map[string]any{"status": "success", "message": fmt.Sprintf("已添加 %d 个文件", len(items)),
+			"items": items, "failed_items": []any{}, "added": len(items), "failed": 0})
+		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "message": "files added; follow their status", "items": items})
+	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "message": "files added; follow their status", "items": items})
 }
 
 // uploadHashes returns the content hash of each item: the one the client
@@ -512,6 +521,121 @@ func (s *Server) restage(w http.ResponseWriter, r *http.Request, p auth.Principa
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "items": out})
+}
+
+// parsePending sends every file still waiting for a parse (uploaded) to doc-parse.
+func (s *Server) parsePending(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.restagePending(w, r, p, kb.PendingParseStatuses, kb.StatusUploaded, "解析")
+}
+
+// indexPending sends every parsed file not yet indexed (parsed, error_indexing) to kb-index.
+func (s *Server) indexPending(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.restagePending(w, r, p, kb.PendingIndexStatuses, kb.StatusParsed, "入库")
+}
+
+// restagePending answers as the original: {message, status, queued_count};
+// the body {params} is optional (index-pending: new chunk settings).
+func (s *Server) restagePending(w http.ResponseWriter, r *http.Request, p auth.Principal, statuses []string, to, label string) {
+	kbID := r.PathValue("kb_id")
+	var in struct {
+		Params json.RawMessage `json:"params"`
+	}
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+	}
+	var chunking json.RawMessage
+	if to == kb.StatusParsed && len(in.Params) > 0 && string(in.Params) != "null" && string(in.Params) != "{}" {
+		if _, err := kb.ResolveChunking(in.Params); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+		chunking = in.Params
+	}
+	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	n, err := kb.RestagePending(r.Context(), s.d.Pool, func(fn func(pgx.Tx, outbox.Emit) error) error {
+		return s.d.Outbox.Tx(r.Context(), s.d.Pool, fn)
+	}, kbID, statuses, to, chunking)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if n == 0 {
+		writeJSON(w, http.StatusOK, map[string]any{"message": "没有待" + label + "文档", "status": "success", "queued_count": 0})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"message": label + "任务已提交", "status": "queued", "queued_count": n})
+}
+
+// documentExists answers whether the KB holds a file by display name or relative path.
+func (s *Server) documentExists(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID := r.PathValue("kb_id")
+	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	name := strings.TrimSpace(r.URL.Query().Get("filename"))
+	exists, err := kb.FileExists(r.Context(), s.d.Pool, kbID, name)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"kb_id": kbID, "filename": name, "exists": exists})
+}
+
+// moveDocument moves a file or folder under {new_parent_id} (null: the root).
+func (s *Server) moveDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in struct {
+		NewParentID *string `json:"new_parent_id"`
+	}
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var f kb.File
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
+			return err
+		}
+		var err error
+		f, err = kb.MoveFile(r.Context(), tx, r.PathValue("kb_id"), r.PathValue("doc_id"), in.NewParentID)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
+// renameFolder renames a folder ({folder_name}).
+func (s *Server) renameFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	var in struct {
+		FolderName string `json:"folder_name"`
+	}
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var f kb.File
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
+			return err
+		}
+		var err error
+		f, err = kb.RenameFolder(r.Context(), tx, r.PathValue("kb_id"), r.PathValue("folder_id"), in.FolderName)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
 }
 
 func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
