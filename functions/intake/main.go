@@ -41,7 +41,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
 		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log,
 		MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, KBs: app.Knowledge.KBs, Retriever: app.Knowledge.Retriever,
-		Blob: app.Knowledge.Blob, Keyword: app.Knowledge.Keyword, Vectors: app.Knowledge.Vectors, Outbox: app.Outbox, NotifyToken: cfg.NotifyToken})
+		Blob: app.Knowledge.Blob, Keyword: app.Knowledge.Keyword, Vectors: app.Knowledge.Vectors, Outbox: app.Outbox, Parser: app.Knowledge.Parser, NotifyToken: cfg.NotifyToken})
 	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	go app.Hub.Run(ctx)   //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})

@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
 		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
-		Outbox: app.Outbox, NotifyToken: cfg.NotifyToken})
+		Outbox: app.Outbox, Parser: k.Parser, NotifyToken: cfg.NotifyToken})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter}, sweep: disp}, nil
 }
 

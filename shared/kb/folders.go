@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -214,4 +215,26 @@ func RestagePending(ctx context.Context, db postgres.DB, tx func(func(pgx.Tx, ou
 		}
 	}
 	return sent, nil
+}
+
+// ReplaceMarkdown points a parsed file of kbID at new Markdown (key), if the
+// file is still at revision (its updated_at when the editor read it). Only a
+// parsed file can be edited: nothing is derived from its Markdown yet, and
+// indexing it afterwards uses the edit. It returns the file and the key it
+// pointed at before.
+func ReplaceMarkdown(ctx context.Context, tx pgx.Tx, kbID, fileID, key string, revision time.Time) (File, *string, error) {
+	f, err := lockFile(ctx, tx, kbID, fileID)
+	if err != nil {
+		return File{}, nil, err
+	}
+	if f.IsFolder || f.Status != StatusParsed {
+		return File{}, nil, failure.Conflict("file_state_conflict", "only parsed files can be edited; this one is %s", f.Status)
+	}
+	if !f.UpdatedAt.Equal(revision) {
+		return File{}, nil, failure.Conflict("revision_conflict", "the file changed since it was read (revision %s, now %s); read it again",
+			revision.UTC().Format(time.RFC3339Nano), f.UpdatedAt.UTC().Format(time.RFC3339Nano))
+	}
+	nf, err := scanFile(tx.QueryRow(ctx, `UPDATE knowledge_files SET markdown_key = $2, updated_at = clock_timestamp()
+		WHERE file_id = $1 RETURNING `+fileCols, fileID, key))
+	return nf, f.MarkdownKey, err
 }

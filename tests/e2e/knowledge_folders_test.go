@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +158,114 @@ func TestKnowledgePendingExistsMoveRename(t *testing.T) {
 	}
 	if st := status(); st["alpha.md"] != "indexed" || st["beta.txt"] != "indexed" {
 		t.Errorf("after the refused moves: %v", st)
+	}
+}
+
+// Parsed Markdown can be corrected before indexing: the save names the
+// revision read with the content, a stale one is refused (409) and changes
+// nothing, and indexing then uses the edit. /files/markdown parses a file
+// without storing it.
+func TestKnowledgeEditParsedMarkdown(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	c := p.Admin
+	kbID := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": "edits", "description": "corrections"})["kb_id"].(string)
+	base := "/api/knowledge/databases/" + kbID
+	item := c.UploadKB(kbID, "scan.md", []byte("# Pump\n\nThe pump is primed with 5O litres.\n"))
+	id := c.AddDocuments(kbID, []string{item}, map[string]any{"auto_index": false})[0]
+	deadline := time.Now().Add(30 * time.Second)
+	for c.FileMeta(kbID, id)["status"] != "parsed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("file not parsed: %v", c.FileMeta(kbID, id))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	read := c.OK("GET", base+"/documents/"+id+"/content", nil)
+	rev, _ := read["content_revision"].(string)
+	if rev == "" || !strings.Contains(read["content"].(string), "5O litres") {
+		t.Fatalf("content: %v", read)
+	}
+	put := func(content, revision string) testkit.Response {
+		return c.Do("PUT", base+"/documents/"+id+"/content", map[string]any{"content": content, "revision": revision})
+	}
+	fixed := "# Pump\n\nThe pump is primed with 50 litres of glycol.\n"
+	saved := put(fixed, rev)
+	if saved.Status != http.StatusOK || saved.JSON()["status"] != "success" {
+		t.Fatalf("save: %d %s", saved.Status, saved.Body)
+	}
+	rev2, _ := saved.JSON()["content_revision"].(string)
+	if rev2 == "" || rev2 == rev {
+		t.Errorf("the save did not move the revision: %q → %q", rev, rev2)
+	}
+	// A second editor still holding the first revision is refused.
+	if r := put("# Pump\n\nsomething else\n", rev); r.Status != http.StatusConflict || r.Code() != "revision_conflict" {
+		t.Errorf("stale save: %d %s", r.Status, r.Body)
+	}
+	for _, tc := range []struct {
+		content, revision string
+		status            int
+		code              string
+	}{
+		{"  \n", rev2, 400, "empty_content"},
+		{"x", "yesterday", 400, "invalid_revision"},
+	} {
+		if r := put(tc.content, tc.revision); r.Status != tc.status || r.Code() != tc.code {
+			t.Errorf("save %q/%q: %d %s", tc.content, tc.revision, r.Status, r.Body)
+		}
+	}
+	if got := c.OK("GET", base+"/documents/"+id+"/content", nil); got["content"] != fixed || got["content_revision"] != rev2 {
+		t.Fatalf("after the refused saves: %v", got)
+	}
+	// Two editors saving from the same revision at once: one wins.
+	statuses := make(chan int, 2)
+	for i := range 2 {
+		go func() { statuses <- put(fmt.Sprintf("# Pump\n\nrace %d\n", i), rev2).Status }()
+	}
+	if a, b := <-statuses, <-statuses; a+b != http.StatusOK+http.StatusConflict {
+		t.Fatalf("concurrent saves: %d and %d, want one 200 and one 409", a, b)
+	}
+	got := c.OK("GET", base+"/documents/"+id+"/content", nil)
+	if !strings.HasPrefix(got["content"].(string), "# Pump\n\nrace ") {
+		t.Fatalf("after the race: %v", got)
+	}
+	rev2 = got["content_revision"].(string)
+	if saved := put(fixed, rev2); saved.Status != http.StatusOK {
+		t.Fatalf("save after the race: %d %s", saved.Status, saved.Body)
+	}
+
+	// One Markdown object is left: the replaced ones are gone.
+	objs, err := p.P.App.Knowledge.Blob.List(t.Context(), "kb/"+kbID+"/files/"+id+"/")
+	if err != nil || len(objs) != 1 || !strings.HasSuffix(objs[0].Key, ".md") {
+		t.Errorf("stored Markdown: %v %v", objs, err)
+	}
+
+	// Indexing uses the edit; an indexed file is no longer editable.
+	c.OK("POST", base+"/documents/index", map[string]any{"file_ids": []string{id}})
+	for c.FileMeta(kbID, id)["status"] != "indexed" {
+		if time.Now().After(deadline) {
+			t.Fatalf("file not indexed: %v", c.FileMeta(kbID, id))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if h := c.QueryKB(kbID, "glycol", "keyword"); len(h) != 1 {
+		t.Errorf("the edit is not what was indexed: %v", h)
+	}
+	if h := c.QueryKB(kbID, "5O", "keyword"); len(h) != 0 {
+		t.Errorf("the original text was indexed: %v", h)
+	}
+	if r := put(fixed+"more\n", c.OK("GET", base+"/documents/"+id+"/content", nil)["content_revision"].(string)); r.Status != http.StatusConflict || r.Code() != "file_state_conflict" {
+		t.Errorf("save of an indexed file: %d %s", r.Status, r.Body)
+	}
+
+	// /files/markdown: parse only.
+	r := c.PostFile("/api/knowledge/files/markdown", "note.html", []byte("<h1>Title</h1><p>Body <b>bold</b></p>"))
+	if r.Status != http.StatusOK || !strings.Contains(r.JSON()["markdown_content"].(string), "# Title") || !strings.Contains(r.JSON()["markdown_content"].(string), "**bold**") {
+		t.Errorf("files/markdown: %d %s", r.Status, r.Body)
+	}
+	if r := c.PostFile("/api/knowledge/files/markdown", "tool.exe", []byte("MZ")); r.Status != http.StatusUnsupportedMediaType {
+		t.Errorf("files/markdown of an exe: %d %s", r.Status, r.Body)
+	}
+	if r := c.PostFile("/api/knowledge/files/markdown", "empty.md", nil); r.Status != http.StatusUnprocessableEntity || r.Code() != "empty_file" {
+		t.Errorf("files/markdown of an empty file: %d %s", r.Status, r.Body)
 	}
 }

@@ -281,6 +281,12 @@ func (c *Client) WaitStatus(runID, status string, timeout time.Duration) {
 // Upload posts a file to a KB (multipart field "file") and returns the answer.
 func (c *Client) Upload(kbID, filename string, data []byte) Response {
 	c.T.Helper()
+	return c.PostFile("/api/knowledge/files/upload?kb_id="+url.QueryEscape(kbID), filename, data)
+}
+
+// PostFile posts a multipart form with one file (field "file") to path.
+func (c *Client) PostFile(path, filename string, data []byte) Response {
+	c.T.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	fw, err := mw.CreateFormFile("file", filename)
@@ -289,7 +295,7 @@ func (c *Client) Upload(kbID, filename string, data []byte) Response {
 	}
 	_, _ = fw.Write(data)
 	_ = mw.Close()
-	req, err := http.NewRequest("POST", c.Base+"/api/knowledge/files/upload?kb_id="+url.QueryEscape(kbID), &buf)
+	req, err := http.NewRequest("POST", c.Base+path, &buf)
 	if err != nil {
 		c.T.Fatal(err)
 	}

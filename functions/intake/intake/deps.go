@@ -2,16 +2,17 @@ package intake
 
 import (
 	"context"
-
-	"github.com/jackc/pgx/v5"
+	"io"
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
@@ -43,11 +44,18 @@ type Deps struct {
 	Keyword   KeywordIndex
 	Vectors   VectorStore
 	Outbox    *outbox.Outbox
+	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
+	Parser MarkdownParser
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
 	NotifyToken string
 	// SSEHeartbeat and SSEMaxDuration tune the event streams (defaults 15s and 30 min).
 	SSEHeartbeat   time.Duration
 	SSEMaxDuration time.Duration
+}
+
+// MarkdownParser parses a document to Markdown.
+type MarkdownParser interface {
+	Parse(ctx context.Context, filename string, r io.ReaderAt, size int64) (docparse.Result, error)
 }
 
 // KeywordIndex is the keyword index as the knowledge routes use it.

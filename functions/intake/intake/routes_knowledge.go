@@ -1,6 +1,7 @@
 package intake
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -10,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"mime/multipart"
 	"net/http"
 	"path"
 	"strconv"
@@ -55,6 +57,7 @@ func (s *Server) knowledgeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.getDocument))
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/basic", s.admin(s.getDocumentBasic))
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/content", s.admin(s.getDocumentContent))
+	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/documents/{doc_id}/content", s.admin(s.putDocumentContent))
 	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/download", s.admin(s.downloadDocument))
 	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.deleteDocument))
 	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/batch", s.admin(s.deleteDocuments))
@@ -75,6 +78,7 @@ func (s *Server) knowledgeRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/sources/{source_id}", s.admin(s.removeSource))
 	mux.HandleFunc("POST /api/knowledge/files/upload", s.admin(s.uploadFile))
 	mux.HandleFunc("GET /api/knowledge/files/supported-types", s.admin(s.supportedTypes))
+	mux.HandleFunc("POST /api/knowledge/files/markdown", s.admin(s.markdownFile))
 	mux.HandleFunc("GET /api/knowledge/chunk-presets", s.admin(s.chunkPresets))
 	mux.HandleFunc("GET /api/knowledge/types", s.admin(s.kbTypes))
 	mux.HandleFunc("POST /api/knowledge/notifications", s.bucketNotification)
@@ -194,33 +198,78 @@ func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, p auth.Princ
 		writeError(w, s.log, err)
 		return
 	}
+	part, err := filePart(w, r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	out, err := s.storeUpload(r.Context(), kbID, part)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// filePart returns the multipart form's "file" part, the body bounded by the
+// upload limit.
+func filePart(w http.ResponseWriter, r *http.Request) (*multipart.Part, error) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxUploadBytes+(1<<20))
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, s.log, failure.Invalid("invalid_multipart", "expected a multipart/form-data body with a file field: %v", err))
-		return
+		return nil, failure.Invalid("invalid_multipart", "expected a multipart/form-data body with a file field: %v", err)
 	}
 	for {
 		part, err := mr.NextPart()
 		if err == io.EOF {
-			writeError(w, s.log, failure.Invalid("missing_file", "the form has no file field"))
-			return
+			return nil, failure.Invalid("missing_file", "the form has no file field")
 		}
 		if err != nil {
-			writeError(w, s.log, uploadReadError(err))
-			return
+			return nil, uploadReadError(err)
 		}
-		if part.FormName() != "file" || part.FileName() == "" {
-			continue
+		if part.FormName() == "file" && part.FileName() != "" {
+			return part, nil
 		}
-		out, err := s.storeUpload(r.Context(), kbID, part)
-		if err != nil {
-			writeError(w, s.log, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+// markdownFile parses an uploaded file to Markdown and returns it, storing
+// nothing (the original's /files/markdown). Images are not kept.
+func (s *Server) markdownFile(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	if s.d.Parser == nil {
+		writeError(w, s.log, failure.NotFound("route_not_found", "document parsing is not available here"))
 		return
 	}
+	part, err := filePart(w, r)
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	name := path.Base(strings.ReplaceAll(part.FileName(), "\\", "/"))
+	data, err := io.ReadAll(io.LimitReader(part, MaxUploadBytes+1))
+	if err != nil {
+		writeError(w, s.log, uploadReadError(err))
+		return
+	}
+	if int64(len(data)) > MaxUploadBytes {
+		writeError(w, s.log, failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20))
+		return
+	}
+	if len(data) == 0 {
+		writeError(w, s.log, failure.Unprocessable("empty_file", "%s is empty", name))
+		return
+	}
+	if _, err := docparse.Detect(name, data[:min(len(data), 4096)]); err != nil {
+		writeError(w, s.log, failure.New(failure.KindUnsupportedMedia, "wrong_file_type", "%v", err).
+			With(map[string]any{"supported": docparse.SupportedExtensions()}))
+		return
+	}
+	res, err := s.d.Parser.Parse(r.Context(), name, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"markdown_content": res.Markdown, "message": "success"})
 }
 
 func uploadReadError(err error) error {
@@ -759,7 +808,9 @@ func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.
 		writeError(w, s.log, err)
 		return
 	}
-	out := map[string]any{"chunks": chunks, "content": md, "lines": splitLines(md)}
+	// content_revision: the version a PUT of the content must name (the
+	// file's updated_at, read with the content).
+	out := map[string]any{"chunks": chunks, "content": md, "lines": splitLines(md), "content_revision": revisionOf(f)}
 	if withMeta {
 		out["meta"] = f
 	}
@@ -767,6 +818,65 @@ func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.
 }
 
 var errNoMarkdown = errors.New("no markdown")
+
+func revisionOf(f kb.File) string { return f.UpdatedAt.UTC().Format(time.RFC3339Nano) }
+
+// maxMarkdownBytes bounds an edited Markdown document.
+const maxMarkdownBytes = 64 << 20
+
+// putDocumentContent saves edited Markdown of a parsed file (not yet
+// indexed: nothing derived from it exists), if the file is still at the
+// revision the editor read; the file stays parsed, ready to index.
+func (s *Server) putDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	kbID, fileID := r.PathValue("kb_id"), r.PathValue("doc_id")
+	var in struct {
+		Content  string `json:"content"`
+		Revision string `json:"revision"`
+	}
+	if err := decodeJSON(w, r, maxMarkdownBytes+(1<<20), &in); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	if strings.TrimSpace(in.Content) == "" {
+		writeError(w, s.log, failure.Invalid("empty_content", "解析内容不能为空 (the content is empty)"))
+		return
+	}
+	rev, err := time.Parse(time.RFC3339Nano, in.Revision)
+	if err != nil {
+		writeError(w, s.log, failure.Invalid("invalid_revision", "revision must be the content_revision read with the content"))
+		return
+	}
+	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	// The new Markdown goes to a key of its own, so that the current one
+	// stays intact until the commit says the edit won.
+	key := fmt.Sprintf("%sfiles/%s/content-%d.md", kb.ObjectPrefix(kbID), fileID, time.Now().UnixNano())
+	if _, err := s.d.Blob.Put(r.Context(), key, strings.NewReader(in.Content), int64(len(in.Content)), "text/markdown; charset=utf-8"); err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	var f kb.File
+	var old *string
+	err = pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		var err error
+		f, old, err = kb.ReplaceMarkdown(r.Context(), tx, kbID, fileID, key, rev)
+		return err
+	})
+	ctx := context.WithoutCancel(r.Context())
+	if err != nil {
+		_ = s.d.Blob.Delete(ctx, key)
+		writeError(w, s.log, err)
+		return
+	}
+	if old != nil && *old != key {
+		if err := s.d.Blob.Delete(ctx, *old); err != nil {
+			s.log.Warn("delete the replaced Markdown", "key", *old, "error", err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "success", "message": "解析内容已保存", "meta": f, "content_revision": revisionOf(f)})
+}
 
 func (s *Server) markdown(ctx context.Context, f kb.File) (string, error) {
 	if f.MarkdownKey == nil {
