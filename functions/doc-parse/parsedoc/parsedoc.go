@@ -295,7 +295,8 @@ func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChang
 // outdated checks a bucket change against the bucket: a deletion of an
 // object that exists, or a creation of one that is gone, is outdated (the
 // later notification of the object's current state does the work). Without
-// access to the bucket the notification is taken as it is.
+// access to the bucket, or a definite answer from it, the notification is
+// taken as it is.
 func (h *Handler) outdated(ctx context.Context, in events.BucketObjectChanged) (string, error) {
 	if h.buckets == nil {
 		return "", nil
@@ -305,16 +306,17 @@ func (h *Handler) outdated(ctx context.Context, in events.BucketObjectChanged) (
 		return "", nil //nolint:nilerr // no access: parsing reports it for a creation; a deletion applies
 	}
 	_, err = src.Stat(ctx, in.Key)
+	gone := errors.Is(err, blob.ErrNotFound)
 	switch {
-	case errors.Is(err, blob.ErrNotFound):
-		if in.Op != "deleted" {
-			return "the object is gone", nil
-		}
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("check %s in bucket %s: %w", in.Key, in.Bucket, err)
-	case in.Op == "deleted":
+	case err == nil && in.Op == "deleted":
 		return "the object still exists", nil
+	case gone && in.Op != "deleted":
+		return "the object is gone", nil
+	case err != nil && !gone:
+		// No definite answer — S3 answers 403, not 404, for a missing key
+		// to a reader without s3:ListBucket — so the notification is taken
+		// as it is, as it would be without access to the bucket.
+		h.log.Warn("bucket change not checked against the bucket", "bucket", in.Bucket, "key", in.Key, "op", in.Op, "error", err)
 	}
 	return "", nil
 }
