@@ -637,6 +637,27 @@ func (s *Server) documentExists(w http.ResponseWriter, r *http.Request, p auth.P
 	writeJSON(w, http.StatusOK, map[string]any{"kb_id": kbID, "filename": name, "exists": exists})
 }
 
+// changeTree runs a change of the KB's folder tree in a transaction that
+// first checks the caller may manage the KB, and answers with the file.
+func (s *Server) changeTree(w http.ResponseWriter, r *http.Request, p auth.Principal,
+	change func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error)) {
+	kbID := r.PathValue("kb_id")
+	var f kb.File
+	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
+		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), kbID); err != nil {
+			return err
+		}
+		var err error
+		f, err = change(r.Context(), tx, kbID)
+		return err
+	})
+	if err != nil {
+		writeError(w, s.log, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, f)
+}
+
 // moveDocument moves a file or folder under {new_parent_id} (null: the root).
 func (s *Server) moveDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	var in struct {
@@ -646,20 +667,9 @@ func (s *Server) moveDocument(w http.ResponseWriter, r *http.Request, p auth.Pri
 		writeError(w, s.log, err)
 		return
 	}
-	var f kb.File
-	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
-		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
-			return err
-		}
-		var err error
-		f, err = kb.MoveFile(r.Context(), tx, r.PathValue("kb_id"), r.PathValue("doc_id"), in.NewParentID)
-		return err
+	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+		return kb.MoveFile(ctx, tx, kbID, r.PathValue("doc_id"), in.NewParentID)
 	})
-	if err != nil {
-		writeError(w, s.log, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, f)
 }
 
 // renameFolder renames a folder ({folder_name}).
@@ -671,20 +681,9 @@ func (s *Server) renameFolder(w http.ResponseWriter, r *http.Request, p auth.Pri
 		writeError(w, s.log, err)
 		return
 	}
-	var f kb.File
-	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
-		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
-			return err
-		}
-		var err error
-		f, err = kb.RenameFolder(r.Context(), tx, r.PathValue("kb_id"), r.PathValue("folder_id"), in.FolderName)
-		return err
+	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+		return kb.RenameFolder(ctx, tx, kbID, r.PathValue("folder_id"), in.FolderName)
 	})
-	if err != nil {
-		writeError(w, s.log, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, f)
 }
 
 func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
@@ -701,20 +700,9 @@ func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Pri
 	if name == "" {
 		name = in.Name
 	}
-	var f kb.File
-	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
-		if _, err := s.d.KBs.GetManaged(r.Context(), tx, subject(p), r.PathValue("kb_id")); err != nil {
-			return err
-		}
-		var err error
-		f, err = kb.CreateFolder(r.Context(), tx, r.PathValue("kb_id"), name, in.ParentID, p.UID)
-		return err
+	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+		return kb.CreateFolder(ctx, tx, kbID, name, in.ParentID, p.UID)
 	})
-	if err != nil {
-		writeError(w, s.log, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, f)
 }
 
 func listInput(r *http.Request) (kb.ListInput, error) {
