@@ -107,6 +107,8 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	}
 	dropLeftovers(ctx, admin, name)
 	if exists {
+		// Refresh the mark that keeps other checkouts from dropping it.
+		_, _ = admin.Exec(ctx, fmt.Sprintf(`COMMENT ON DATABASE %s IS 'created %d'`, name, time.Now().Unix()))
 		return name, nil
 	}
 	build := name + "_build"
@@ -126,6 +128,7 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if _, err := admin.Exec(ctx, fmt.Sprintf(`ALTER DATABASE %s RENAME TO %s`, build, name)); err != nil {
 		return "", err
 	}
+	_, _ = admin.Exec(ctx, fmt.Sprintf(`COMMENT ON DATABASE %s IS 'created %d'`, name, time.Now().Unix()))
 	return name, nil
 }
 
@@ -155,19 +158,23 @@ func randomHex(n int) string {
 // dropLeftovers removes databases that killed test processes could not drop:
 // test databases older than two hours and templates of older schemas.
 func dropLeftovers(ctx context.Context, admin *pgx.Conn, currentTemplate string) {
-	rows, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'yuxi_test_%' OR datname LIKE 'yuxi_tmpl_%'`)
+	rows, err := admin.Query(ctx, `SELECT datname, coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database WHERE datname LIKE 'yuxi_test_%' OR datname LIKE 'yuxi_tmpl_%'`)
 	if err != nil {
 		return
 	}
 	var stale []string
 	cutoff := time.Now().Add(-2 * time.Hour).Unix()
 	for rows.Next() {
-		var n string
-		if rows.Scan(&n) != nil {
+		var n, comment string
+		if rows.Scan(&n, &comment) != nil {
 			continue
 		}
 		if strings.HasPrefix(n, "yuxi_tmpl_") {
-			if n != currentTemplate && !strings.HasSuffix(n, "_build") {
+			// Another checkout with another schema may be testing on its
+			// template right now: only templates unused for two hours go.
+			var made int64
+			_, _ = fmt.Sscanf(comment, "created %d", &made)
+			if n != currentTemplate && !strings.HasSuffix(n, "_build") && made < cutoff {
 				stale = append(stale, n)
 			}
 			continue
