@@ -13,20 +13,6 @@ func subject(p auth.Principal) access.Subject {
 	return access.Subject{UID: p.UID, Role: p.Role, DepartmentID: p.DepartmentID}
 }
 
-// agentRoutes: agent backends and agent definitions (/api/agent…).
-func (s *Server) agentRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /api/agent/backends", s.user(s.listBackends))
-	mux.HandleFunc("GET /api/agent/backends/{backend_id}", s.user(s.getBackend))
-	mux.HandleFunc("GET /api/agent", s.user(s.listAgents))
-	mux.HandleFunc("GET /api/agent/default", s.user(s.defaultAgent))
-	mux.HandleFunc("POST /api/agent", s.user(s.createAgent))
-	mux.HandleFunc("GET /api/agent/{agent_id}", s.user(s.getAgent))
-	mux.HandleFunc("PUT /api/agent/{agent_id}", s.user(s.updateAgent))
-	mux.HandleFunc("DELETE /api/agent/{agent_id}", s.user(s.deleteAgent))
-	mux.HandleFunc("POST /api/agent/{agent_id}/set_default", s.admin(s.setDefaultAgent))
-	mux.HandleFunc("GET /api/system/tools", s.user(s.listTools))
-}
-
 type backendInfo struct {
 	ID                string                `json:"id"`
 	Name              string                `json:"name"`
@@ -51,16 +37,17 @@ func (s *Server) backend(p auth.Principal) backendInfo {
 	return info
 }
 
-func (s *Server) listBackends(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listBackends(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"backends": []backendInfo{s.backend(p)}})
+	return nil
 }
 
-func (s *Server) getBackend(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getBackend(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	if r.PathValue("backend_id") != agent.BackendChatbot {
-		writeError(w, s.log, failure.NotFound("backend_not_found", "agent backend %q not found", r.PathValue("backend_id")))
-		return
+		return failure.NotFound("backend_not_found", "agent backend %q not found", r.PathValue("backend_id"))
 	}
 	writeJSON(w, http.StatusOK, s.backend(p))
+	return nil
 }
 
 type agentDetail struct {
@@ -72,90 +59,87 @@ func (s *Server) detail(p auth.Principal, a agent.Agent) agentDetail {
 	return agentDetail{Agent: a, ConfigurableItems: s.backend(p).ConfigurableItems}
 }
 
-func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listAgents(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	list, err := s.d.Agents.List(r.Context(), subject(p), r.URL.Query().Get("include_subagents") == "true")
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"agents": list})
+	return nil
 }
 
-func (s *Server) defaultAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) defaultAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	a, err := s.d.Agents.Default(r.Context(), subject(p))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.detail(p, a))
+	return nil
 }
 
-func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	a, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("agent_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.detail(p, a))
+	return nil
 }
 
-func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) createAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in agent.Input
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	a, err := s.d.Agents.Create(r.Context(), subject(p), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.detail(p, a))
+	return nil
 }
 
-func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) updateAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in agent.Input
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	a, err := s.d.Agents.Update(r.Context(), subject(p), r.PathValue("agent_id"), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.detail(p, a))
+	return nil
 }
 
-func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) deleteAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	slug := r.PathValue("agent_id")
 	if err := s.d.Agents.Delete(r.Context(), subject(p), slug); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "slug": slug})
+	return nil
 }
 
-func (s *Server) setDefaultAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) setDefaultAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	slug := r.PathValue("agent_id")
 	// An admin may only make an agent it can see the default: check before
 	// the move, so that a 404 changes nothing.
 	if _, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), slug); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if err := s.d.Agents.SetDefault(r.Context(), slug); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	a, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), slug)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, s.detail(p, a))
+	return nil
 }
 
-func (s *Server) listTools(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listTools(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"tools": s.d.Tools.Specs()})
+	return nil
 }

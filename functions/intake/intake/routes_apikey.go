@@ -12,35 +12,22 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 )
 
-// apiKeyRoutes: the caller's API keys (/api/user/apikey/…). Paths are
-// accepted with and without the trailing slash. Someone else's key is 404.
-func (s *Server) apiKeyRoutes(mux *http.ServeMux) {
-	for _, p := range []string{"/api/user/apikey", "/api/user/apikey/{$}"} {
-		mux.HandleFunc("GET "+p, s.user(s.listAPIKeys))
-		mux.HandleFunc("POST "+p, s.user(s.createAPIKey))
-	}
-	mux.HandleFunc("GET /api/user/apikey/{api_key_id}", s.user(s.getAPIKey))
-	mux.HandleFunc("PUT /api/user/apikey/{api_key_id}", s.user(s.updateAPIKey))
-	mux.HandleFunc("DELETE /api/user/apikey/{api_key_id}", s.user(s.deleteAPIKey))
-}
-
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	skip, limit, err := authSkipLimit(r, 100)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	keys, total, err := s.d.Auth.ListAPIKeys(r.Context(), p, skip, limit)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"api_keys": keys, "total": total})
+	return nil
 }
 
 // createAPIKey is idempotent on request_id: a replay answers the same key
 // and secret.
-func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in struct {
 		RequestID    string  `json:"request_id"`
 		Name         string  `json:"name"`
@@ -49,47 +36,43 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request, p auth.Pri
 		ExpiresAt    *string `json:"expires_at"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	req := auth.NewAPIKey{RequestID: in.RequestID, Name: in.Name, UserID: in.UserID, DepartmentID: in.DepartmentID}
 	if in.ExpiresAt != nil && strings.TrimSpace(*in.ExpiresAt) != "" {
 		t, err := parseAPIKeyTime(*in.ExpiresAt)
 		if err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 		req.ExpiresAt = &t
 	}
 	created, err := s.d.Auth.CreateAPIKey(r.Context(), p, req)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, created)
+	return nil
 }
 
-func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	id, err := apiKeyPathID(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	k, err := s.d.Auth.GetAPIKey(r.Context(), p, id)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"api_key": k})
+	return nil
 }
 
 // updateAPIKey changes name, expires_at (null or "" clears it) and is_enabled;
 // absent fields are unchanged.
-func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	id, err := apiKeyPathID(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	var in struct {
 		Name      *string         `json:"name"`
@@ -97,47 +80,43 @@ func (s *Server) updateAPIKey(w http.ResponseWriter, r *http.Request, p auth.Pri
 		IsEnabled *bool           `json:"is_enabled"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	upd := auth.APIKeyUpdate{Name: in.Name, IsEnabled: in.IsEnabled}
 	if raw := bytes.TrimSpace(in.ExpiresAt); len(raw) > 0 {
 		var str *string
 		if err := json.Unmarshal(raw, &str); err != nil {
-			writeError(w, s.log, failure.Unprocessable("invalid_expires_at", "expires_at must be a timestamp string or null"))
-			return
+			return failure.Unprocessable("invalid_expires_at", "expires_at must be a timestamp string or null")
 		}
 		if str == nil || strings.TrimSpace(*str) == "" {
 			upd.ClearExpiry = true
 		} else {
 			t, err := parseAPIKeyTime(*str)
 			if err != nil {
-				writeError(w, s.log, err)
-				return
+				return err
 			}
 			upd.ExpiresAt = &t
 		}
 	}
 	k, err := s.d.Auth.UpdateAPIKey(r.Context(), p, id, upd)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"api_key": k})
+	return nil
 }
 
 // deleteAPIKey revokes: the row stays as a tombstone.
-func (s *Server) deleteAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) deleteAPIKey(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	id, err := apiKeyPathID(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if err := s.d.Auth.RevokeAPIKey(r.Context(), p, id); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]bool{"success": true})
+	return nil
 }
 
 // apiKeyPathID: an id that is not a positive integer names no key (404).

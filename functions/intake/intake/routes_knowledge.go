@@ -34,134 +34,65 @@ import (
 // MaxUploadBytes is the largest file an upload accepts (413 above).
 const MaxUploadBytes = 100 << 20
 
-// knowledgeRoutes: document knowledge bases (/api/knowledge…). Management
-// routes need the admin role and the KB permission, as the original; any
-// user reaches the KBs shared with them through the external routes and the
-// agent tools.
-func (s *Server) knowledgeRoutes(mux *http.ServeMux) {
-	if s.d.KBs == nil {
-		return
-	}
-	mux.HandleFunc("GET /api/knowledge/databases", s.admin(s.listKBs))
-	mux.HandleFunc("POST /api/knowledge/databases", s.admin(s.createKB))
-	mux.HandleFunc("GET /api/knowledge/databases/accessible", s.user(s.accessibleKBs))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}", s.admin(s.getKB))
-	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}", s.admin(s.updateKB))
-	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}", s.admin(s.deleteKB))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents", s.admin(s.listDocuments))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/search", s.admin(s.searchDocuments))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents", s.admin(s.addDocuments))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/add", s.admin(s.addDocumentsOnly))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/parse", s.admin(s.reparseDocuments))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/index", s.admin(s.reindexDocuments))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.getDocument))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/basic", s.admin(s.getDocumentBasic))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/content", s.admin(s.getDocumentContent))
-	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/documents/{doc_id}/content", s.admin(s.putDocumentContent))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/{doc_id}/download", s.admin(s.downloadDocument))
-	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/{doc_id}", s.admin(s.deleteDocument))
-	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/documents/batch", s.admin(s.deleteDocuments))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/parse-pending", s.admin(s.parsePending))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/documents/index-pending", s.admin(s.indexPending))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/documents/exists", s.admin(s.documentExists))
-	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/documents/{doc_id}/move", s.admin(s.moveDocument))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/folders", s.admin(s.createFolder))
-	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/folders/{folder_id}/rename", s.admin(s.renameFolder))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/images/{object_path...}", s.user(s.kbImage))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query", s.admin(s.queryKB))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/query-test", s.admin(s.queryTest))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/query-params", s.admin(s.getQueryParams))
-	mux.HandleFunc("PUT /api/knowledge/databases/{kb_id}/query-params", s.admin(s.putQueryParams))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/events", s.admin(s.kbEvents))
-	mux.HandleFunc("GET /api/knowledge/databases/{kb_id}/sources", s.admin(s.listSources))
-	mux.HandleFunc("POST /api/knowledge/databases/{kb_id}/sources", s.admin(s.addSource))
-	mux.HandleFunc("DELETE /api/knowledge/databases/{kb_id}/sources/{source_id}", s.admin(s.removeSource))
-	mux.HandleFunc("POST /api/knowledge/files/upload", s.admin(s.uploadFile))
-	mux.HandleFunc("GET /api/knowledge/files/supported-types", s.admin(s.supportedTypes))
-	mux.HandleFunc("POST /api/knowledge/files/markdown", s.admin(s.markdownFile))
-	mux.HandleFunc("GET /api/knowledge/chunk-presets", s.admin(s.chunkPresets))
-	mux.HandleFunc("GET /api/knowledge/types", s.admin(s.kbTypes))
-	mux.HandleFunc("POST /api/knowledge/notifications", s.bucketNotification)
-	mux.HandleFunc("GET /api/knowledge/databases/external", s.user(s.externalKBs))
-}
-
-// externalPrefix starts the CLI's knowledge routes. Their patterns overlap
-// …/databases/{kb_id}/… ambiguously for ServeMux (…/external/{kb_id}/files
-// against …/{kb_id}/documents/{doc_id}), so they live on their own mux and
-// Handler sends every path under the prefix there.
-const externalPrefix = "/api/knowledge/databases/external/"
-
-func (s *Server) externalKBRoutes(mux *http.ServeMux) {
-	if s.d.KBs == nil {
-		return
-	}
-	mux.HandleFunc("GET /api/knowledge/databases/external/{kb_id}/files", s.user(s.externalFiles))
-	mux.HandleFunc("POST /api/knowledge/databases/external/{kb_id}/retrieve", s.user(s.externalRetrieve))
-	mux.HandleFunc("GET /api/knowledge/databases/external/{kb_id}/files/{file_id}/open", s.user(s.externalOpen))
-	mux.HandleFunc("POST /api/knowledge/databases/external/{kb_id}/files/{file_id}/find", s.user(s.externalFind))
-}
-
-func (s *Server) listKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	list, err := s.d.KBs.List(r.Context(), subject(p))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"databases": list})
+	return nil
 }
 
-func (s *Server) accessibleKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) accessibleKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	list, err := s.d.KBs.List(r.Context(), subject(p))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	out := make([]map[string]any, 0, len(list))
 	for _, k := range list {
 		out = append(out, map[string]any{"kb_id": k.KBID, "db_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "permission": k.Permission})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"databases": out})
+	return nil
 }
 
-func (s *Server) createKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) createKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in kb.CreateInput
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	k, err := s.d.KBs.Create(r.Context(), subject(p), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, k)
+	return nil
 }
 
-func (s *Server) getKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	k, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("kb_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, k)
+	return nil
 }
 
-func (s *Server) updateKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) updateKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in kb.UpdateInput
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	k, err := s.d.KBs.Update(r.Context(), subject(p), r.PathValue("kb_id"), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, k)
+	return nil
 }
 
 // deleteKB removes the KB's rows and keyword index, then its vectors and objects.
-func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID := r.PathValue("kb_id")
 	var k kb.KB
 	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
@@ -172,8 +103,7 @@ func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 		return s.d.Keyword.DropIndex(r.Context(), tx, kbID)
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	// The vectors and objects go after commit; what fails here stays owed and
 	// the dispatcher's sweep finishes it.
@@ -181,6 +111,7 @@ func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 		s.log.Warn("purge deleted KB", "kb", kbID, "error", err)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true, "kb_id": k.KBID})
+	return nil
 }
 
 // --- upload and documents ---
@@ -188,27 +119,24 @@ func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 // uploadFile stores one file (multipart field "file") for a later
 // POST …/documents. Unsupported types are 415 with the supported list, files
 // over 100 MB 413, the same content twice in a KB 409.
-func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) uploadFile(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID := r.URL.Query().Get("kb_id")
 	if kbID == "" {
-		writeError(w, s.log, failure.Unprocessable("missing_kb_id", "kb_id is required (?kb_id=…)"))
-		return
+		return failure.Unprocessable("missing_kb_id", "kb_id is required (?kb_id=…)")
 	}
 	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	part, err := filePart(w, r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	out, err := s.storeUpload(r.Context(), kbID, part)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // filePart returns the multipart form's "file" part, the body bounded by the
@@ -235,41 +163,35 @@ func filePart(w http.ResponseWriter, r *http.Request) (*multipart.Part, error) {
 
 // markdownFile parses an uploaded file to Markdown and returns it, storing
 // nothing (the original's /files/markdown). Images are not kept.
-func (s *Server) markdownFile(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+func (s *Server) markdownFile(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
 	if s.d.Parser == nil {
-		writeError(w, s.log, failure.NotFound("route_not_found", "document parsing is not available here"))
-		return
+		return failure.NotFound("route_not_found", "document parsing is not available here")
 	}
 	part, err := filePart(w, r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	name := path.Base(strings.ReplaceAll(part.FileName(), "\\", "/"))
 	data, err := io.ReadAll(io.LimitReader(part, MaxUploadBytes+1))
 	if err != nil {
-		writeError(w, s.log, uploadReadError(err))
-		return
+		return uploadReadError(err)
 	}
 	if int64(len(data)) > MaxUploadBytes {
-		writeError(w, s.log, failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20))
-		return
+		return failure.New(failure.KindTooLarge, "file_too_large", "files are limited to %d MB", MaxUploadBytes>>20)
 	}
 	if len(data) == 0 {
-		writeError(w, s.log, failure.Unprocessable("empty_file", "%s is empty", name))
-		return
+		return failure.Unprocessable("empty_file", "%s is empty", name)
 	}
 	if _, err := docparse.Detect(name, data[:min(len(data), 4096)]); err != nil {
-		writeError(w, s.log, failure.New(failure.KindUnsupportedMedia, "wrong_file_type", "%v", err).
-			With(map[string]any{"supported": docparse.SupportedExtensions()}))
-		return
+		return failure.New(failure.KindUnsupportedMedia, "wrong_file_type", "%v", err).
+			With(map[string]any{"supported": docparse.SupportedExtensions()})
 	}
 	res, err := s.d.Parser.Parse(r.Context(), name, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"markdown_content": res.Markdown, "message": "success"})
+	return nil
 }
 
 func uploadReadError(err error) error {
@@ -388,25 +310,23 @@ type documentsBody struct {
 // addDocuments registers uploaded files and starts ingestion (parse, then
 // index unless auto_index is false). It answers at once; progress is the
 // files' status (GET …/documents/{id}/basic) and the KB's event stream.
-func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.registerDocuments(w, r, p, true)
+func (s *Server) addDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.registerDocuments(w, r, p, true)
 }
 
 // addDocumentsOnly registers uploaded files without parsing them.
-func (s *Server) addDocumentsOnly(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.registerDocuments(w, r, p, false)
+func (s *Server) addDocumentsOnly(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.registerDocuments(w, r, p, false)
 }
 
-func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal, process bool) {
+func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal, process bool) error {
 	kbID := r.PathValue("kb_id")
 	var in documentsBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if len(in.Items) == 0 || len(in.Items) > 1000 {
-		writeError(w, s.log, failure.Unprocessable("invalid_items", "items must list 1 to 1000 uploaded files"))
-		return
+		return failure.Unprocessable("invalid_items", "items must list 1 to 1000 uploaded files")
 	}
 	var chunking json.RawMessage
 	if in.Params.ChunkPresetID != "" || len(in.Params.ChunkParserConfig) > 0 {
@@ -416,8 +336,7 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 		}
 		if len(in.Params.ChunkParserConfig) > 0 {
 			if _, err := chunk.ParseConfig(in.Params.ChunkParserConfig); err != nil {
-				writeError(w, s.log, err)
-				return
+				return err
 			}
 			m["chunk_parser_config"] = in.Params.ChunkParserConfig
 		}
@@ -428,13 +347,11 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 		auto = *in.Params.AutoIndex
 	}
 	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	hashes, err := s.uploadHashes(r.Context(), kbID, in.Items, in.Params.ContentHashes)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	var files []kb.File
 	err = s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
@@ -471,8 +388,7 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 		return err
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	items := make([]map[string]any, 0, len(files))
 	for i, f := range files {
@@ -484,9 +400,10 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 		// transaction, so failed_items is always empty (an error refuses all).
 		writeJSON(w, http.StatusOK, map[string]any{"status": "success", "message": fmt.Sprintf("已添加 %d 个文件", len(items)),
 			"items": items, "failed_items": []any{}, "added": len(items), "failed": 0})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "message": "files added; follow their status", "items": items})
+	return nil
 }
 
 // uploadHashes returns the content hash of each item: the one the client
@@ -528,31 +445,28 @@ type fileIDsBody struct {
 }
 
 // reparseDocuments sends files back to parsing (from any settled status).
-func (s *Server) reparseDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.restage(w, r, p, kb.StatusUploaded)
+func (s *Server) reparseDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.restage(w, r, p, kb.StatusUploaded)
 }
 
 // reindexDocuments sends parsed files back to indexing, optionally with new chunk settings.
-func (s *Server) reindexDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.restage(w, r, p, kb.StatusParsed)
+func (s *Server) reindexDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.restage(w, r, p, kb.StatusParsed)
 }
 
-func (s *Server) restage(w http.ResponseWriter, r *http.Request, p auth.Principal, to string) {
+func (s *Server) restage(w http.ResponseWriter, r *http.Request, p auth.Principal, to string) error {
 	kbID := r.PathValue("kb_id")
 	var in fileIDsBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if len(in.FileIDs) == 0 || len(in.FileIDs) > 1000 {
-		writeError(w, s.log, failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files"))
-		return
+		return failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files")
 	}
 	var chunking json.RawMessage
 	if len(in.Params) > 0 && string(in.Params) != "null" {
 		if _, err := kb.ResolveChunking(in.Params); err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 		chunking = in.Params
 	}
@@ -566,81 +480,77 @@ func (s *Server) restage(w http.ResponseWriter, r *http.Request, p auth.Principa
 		return err
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "items": out})
+	return nil
 }
 
 // parsePending sends every file still waiting for a parse (uploaded) to doc-parse.
-func (s *Server) parsePending(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.restagePending(w, r, p, kb.PendingParseStatuses, kb.StatusUploaded, "解析")
+func (s *Server) parsePending(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.restagePending(w, r, p, kb.PendingParseStatuses, kb.StatusUploaded, "解析")
 }
 
 // indexPending sends every parsed file not yet indexed (parsed, error_indexing) to kb-index.
-func (s *Server) indexPending(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.restagePending(w, r, p, kb.PendingIndexStatuses, kb.StatusParsed, "入库")
+func (s *Server) indexPending(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.restagePending(w, r, p, kb.PendingIndexStatuses, kb.StatusParsed, "入库")
 }
 
 // restagePending answers as the original: {message, status, queued_count};
 // the body {params} is optional (index-pending: new chunk settings).
-func (s *Server) restagePending(w http.ResponseWriter, r *http.Request, p auth.Principal, statuses []string, to, label string) {
+func (s *Server) restagePending(w http.ResponseWriter, r *http.Request, p auth.Principal, statuses []string, to, label string) error {
 	kbID := r.PathValue("kb_id")
 	var in struct {
 		Params json.RawMessage `json:"params"`
 	}
 	if r.ContentLength != 0 {
 		if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 	}
 	var chunking json.RawMessage
 	if to == kb.StatusParsed && len(in.Params) > 0 && string(in.Params) != "null" && string(in.Params) != "{}" {
 		if _, err := kb.ResolveChunking(in.Params); err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 		chunking = in.Params
 	}
 	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	n, err := kb.RestagePending(r.Context(), s.d.Pool, func(fn func(pgx.Tx, outbox.Emit) error) error {
 		return s.d.Outbox.Tx(r.Context(), s.d.Pool, fn)
 	}, kbID, statuses, to, chunking)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if n == 0 {
 		writeJSON(w, http.StatusOK, map[string]any{"message": "没有待" + label + "文档", "status": "success", "queued_count": 0})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"message": label + "任务已提交", "status": "queued", "queued_count": n})
+	return nil
 }
 
 // documentExists answers whether the KB holds a file by display name or relative path.
-func (s *Server) documentExists(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) documentExists(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID := r.PathValue("kb_id")
 	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	name := strings.TrimSpace(r.URL.Query().Get("filename"))
 	exists, err := kb.FileExists(r.Context(), s.d.Pool, kbID, name)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"kb_id": kbID, "filename": name, "exists": exists})
+	return nil
 }
 
 // changeTree runs a change of the KB's folder tree in a transaction that
 // first checks the caller may manage the KB, and answers with the file.
 func (s *Server) changeTree(w http.ResponseWriter, r *http.Request, p auth.Principal,
-	change func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error)) {
+	change func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error)) error {
 	kbID := r.PathValue("kb_id")
 	var f kb.File
 	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
@@ -652,55 +562,52 @@ func (s *Server) changeTree(w http.ResponseWriter, r *http.Request, p auth.Princ
 		return err
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, f)
+	return nil
 }
 
 // moveDocument moves a file or folder under {new_parent_id} (null: the root).
-func (s *Server) moveDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) moveDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in struct {
 		NewParentID *string `json:"new_parent_id"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
-	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+	return s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
 		return kb.MoveFile(ctx, tx, kbID, r.PathValue("doc_id"), in.NewParentID)
 	})
 }
 
 // renameFolder renames a folder ({folder_name}).
-func (s *Server) renameFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) renameFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in struct {
 		FolderName string `json:"folder_name"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
-	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+	return s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
 		return kb.RenameFolder(ctx, tx, kbID, r.PathValue("folder_id"), in.FolderName)
 	})
 }
 
-func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) createFolder(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in struct {
 		FolderName string  `json:"folder_name"`
 		Name       string  `json:"name"`
 		ParentID   *string `json:"parent_id"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	name := in.FolderName
 	if name == "" {
 		name = in.Name
 	}
-	s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
+	return s.changeTree(w, r, p, func(ctx context.Context, tx pgx.Tx, kbID string) (kb.File, error) {
 		return kb.CreateFolder(ctx, tx, kbID, name, in.ParentID, p.UID)
 	})
 }
@@ -726,75 +633,69 @@ func listInput(r *http.Request) (kb.ListInput, error) {
 	return in, nil
 }
 
-func (s *Server) listDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	in, err := listInput(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
-	s.writeFileList(w, r, p, in, false)
+	return s.writeFileList(w, r, p, in, false)
 }
 
-func (s *Server) searchDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) searchDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	in, err := listInput(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	in.AllLevels = true
 	if in.Query == "" {
 		in.Query = r.URL.Query().Get("keyword")
 	}
-	s.writeFileList(w, r, p, in, false)
+	return s.writeFileList(w, r, p, in, false)
 }
 
-func (s *Server) writeFileList(w http.ResponseWriter, r *http.Request, p auth.Principal, in kb.ListInput, external bool) {
+func (s *Server) writeFileList(w http.ResponseWriter, r *http.Request, p auth.Principal, in kb.ListInput, external bool) error {
 	kbID := r.PathValue("kb_id")
 	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	files, total, err := kb.ListFiles(r.Context(), s.d.Pool, kbID, in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"files": files, "total": total, "offset": in.Offset, "limit": in.Limit,
 		"has_more": in.Offset+len(files) < total})
+	return nil
 }
 
-func (s *Server) getDocumentBasic(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getDocumentBasic(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"meta": f})
+	return nil
 }
 
-func (s *Server) getDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.documentContent(w, r, p, true)
+func (s *Server) getDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.documentContent(w, r, p, true)
 }
 
-func (s *Server) getDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.documentContent(w, r, p, false)
+func (s *Server) getDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.documentContent(w, r, p, false)
 }
 
-func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.Principal, withMeta bool) {
+func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.Principal, withMeta bool) error {
 	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	chunks, err := kb.FileChunks(r.Context(), s.d.Pool, f.FileID)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	md, err := s.markdown(r.Context(), f)
 	if err != nil && !errors.Is(err, errNoMarkdown) {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	// content_revision: the version a PUT of the content must name (the
 	// file's updated_at, read with the content).
@@ -803,6 +704,7 @@ func (s *Server) documentContent(w http.ResponseWriter, r *http.Request, p auth.
 		out["meta"] = f
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 var errNoMarkdown = errors.New("no markdown")
@@ -815,35 +717,30 @@ const maxMarkdownBytes = 64 << 20
 // putDocumentContent saves edited Markdown of a parsed file (not yet
 // indexed: nothing derived from it exists), if the file is still at the
 // revision the editor read; the file stays parsed, ready to index.
-func (s *Server) putDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) putDocumentContent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID, fileID := r.PathValue("kb_id"), r.PathValue("doc_id")
 	var in struct {
 		Content  string `json:"content"`
 		Revision string `json:"revision"`
 	}
 	if err := decodeJSON(w, r, maxMarkdownBytes+(1<<20), &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if strings.TrimSpace(in.Content) == "" {
-		writeError(w, s.log, failure.Invalid("empty_content", "解析内容不能为空 (the content is empty)"))
-		return
+		return failure.Invalid("empty_content", "解析内容不能为空 (the content is empty)")
 	}
 	rev, err := time.Parse(time.RFC3339Nano, in.Revision)
 	if err != nil {
-		writeError(w, s.log, failure.Invalid("invalid_revision", "revision must be the content_revision read with the content"))
-		return
+		return failure.Invalid("invalid_revision", "revision must be the content_revision read with the content")
 	}
 	if _, err := s.d.KBs.GetManaged(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	// The new Markdown goes to a key of its own, so that the current one
 	// stays intact until the commit says the edit won.
 	key := fmt.Sprintf("%sfiles/%s/content-%d.md", kb.ObjectPrefix(kbID), fileID, time.Now().UnixNano())
 	if _, err := s.d.Blob.Put(r.Context(), key, strings.NewReader(in.Content), int64(len(in.Content)), "text/markdown; charset=utf-8"); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	var f kb.File
 	var old *string
@@ -855,8 +752,7 @@ func (s *Server) putDocumentContent(w http.ResponseWriter, r *http.Request, p au
 	ctx := context.WithoutCancel(r.Context())
 	if err != nil {
 		_ = s.d.Blob.Delete(ctx, key)
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if old != nil && *old != key {
 		if err := s.d.Blob.Delete(ctx, *old); err != nil {
@@ -864,6 +760,7 @@ func (s *Server) putDocumentContent(w http.ResponseWriter, r *http.Request, p au
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "success", "message": "解析内容已保存", "meta": f, "content_revision": revisionOf(f)})
+	return nil
 }
 
 func (s *Server) markdown(ctx context.Context, f kb.File) (string, error) {
@@ -889,49 +786,43 @@ func splitLines(md string) []string {
 	return strings.Split(strings.TrimSuffix(strings.ReplaceAll(md, "\r\n", "\n"), "\n"), "\n")
 }
 
-func (s *Server) downloadDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) downloadDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("doc_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if f.ObjectKey == nil || f.Source != "upload" {
-		writeError(w, s.log, failure.NotFound("original_not_available", "the original of this file is not stored here"))
-		return
+		return failure.NotFound("original_not_available", "the original of this file is not stored here")
 	}
 	rc, info, err := s.d.Blob.Get(r.Context(), *f.ObjectKey)
 	if err != nil {
-		writeError(w, s.log, failure.NotFound("original_not_available", "the original of this file is gone"))
-		return
+		return failure.NotFound("original_not_available", "the original of this file is gone")
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", info.ContentType)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.OriginalFilename}))
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 	_, _ = io.Copy(w, rc)
+	return nil
 }
 
 // kbImage serves an image extracted from a KB document to anyone who may
 // read the KB (images are never public).
-func (s *Server) kbImage(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) kbImage(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID, key := r.PathValue("kb_id"), r.PathValue("object_path")
 	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if !strings.HasPrefix(key, "kb/"+kbID+"/") || strings.Contains(key, "..") {
-		writeError(w, s.log, failure.Invalid("invalid_image_path", "not an image of this knowledge base"))
-		return
+		return failure.Invalid("invalid_image_path", "not an image of this knowledge base")
 	}
 	var ct string
 	if err := s.d.Pool.QueryRow(r.Context(), `SELECT content_type FROM knowledge_images WHERE kb_id = $1 AND object_key = $2`, kbID, key).Scan(&ct); err != nil {
-		writeError(w, s.log, failure.NotFound("image_not_found", "image not found"))
-		return
+		return failure.NotFound("image_not_found", "image not found")
 	}
 	rc, info, err := s.d.Blob.Get(r.Context(), key)
 	if err != nil {
-		writeError(w, s.log, failure.NotFound("image_not_found", "image not found"))
-		return
+		return failure.NotFound("image_not_found", "image not found")
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", ct)
@@ -939,26 +830,25 @@ func (s *Server) kbImage(w http.ResponseWriter, r *http.Request, p auth.Principa
 	w.Header().Set("Cache-Control", "private, max-age=3600")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	_, _ = io.Copy(w, rc)
+	return nil
 }
 
-func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.removeFiles(w, r, p, []string{r.PathValue("doc_id")})
+func (s *Server) deleteDocument(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	return s.removeFiles(w, r, p, []string{r.PathValue("doc_id")})
 }
 
-func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) deleteDocuments(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in fileIDsBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if len(in.FileIDs) == 0 || len(in.FileIDs) > 1000 {
-		writeError(w, s.log, failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files"))
-		return
+		return failure.Unprocessable("invalid_file_ids", "file_ids must list 1 to 1000 files")
 	}
-	s.removeFiles(w, r, p, in.FileIDs)
+	return s.removeFiles(w, r, p, in.FileIDs)
 }
 
-func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request, p auth.Principal, ids []string) {
+func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request, p auth.Principal, ids []string) error {
 	kbID := r.PathValue("kb_id")
 	var removed kb.Removed
 	err := pgx.BeginFunc(r.Context(), s.d.Pool, func(tx pgx.Tx) error {
@@ -970,8 +860,7 @@ func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request, p auth.Prin
 		return err
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	ctx := context.WithoutCancel(r.Context())
 	if _, err := kb.FlushVectorDeletes(ctx, s.d.Pool, s.d.Vectors, kbID); err != nil {
@@ -985,6 +874,7 @@ func (s *Server) removeFiles(w http.ResponseWriter, r *http.Request, p auth.Prin
 		deleted = append(deleted, f.FileID)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted})
+	return nil
 }
 
 // --- query ---
@@ -1022,49 +912,46 @@ func (s *Server) runQuery(r *http.Request, p auth.Principal, kbID string, in que
 }
 
 // queryKB answers {result, status:"success"} as the original.
-func (s *Server) queryKB(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) queryKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in queryBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	res, err := s.runQuery(r, p, r.PathValue("kb_id"), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"result": res, "status": "success"})
+	return nil
 }
 
 // queryTest answers the raw result list.
-func (s *Server) queryTest(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) queryTest(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in queryBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	res, err := s.runQuery(r, p, r.PathValue("kb_id"), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
-func (s *Server) getQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	k, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("kb_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"options": kb.ParamOptions(k.Retrieval()), "values": k.Retrieval()})
+	return nil
 }
 
-func (s *Server) putQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) putQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in json.RawMessage
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	var wrapped struct {
 		Options json.RawMessage `json:"options"`
@@ -1074,27 +961,30 @@ func (s *Server) putQueryParams(w http.ResponseWriter, r *http.Request, p auth.P
 	}
 	ret, err := s.d.KBs.SetRetrieval(r.Context(), subject(p), r.PathValue("kb_id"), in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"options": kb.ParamOptions(ret), "values": ret})
+	return nil
 }
 
-func (s *Server) supportedTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) supportedTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"file_types": docparse.SupportedExtensions(), "max_file_size": MaxUploadBytes})
+	return nil
 }
 
-func (s *Server) chunkPresets(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) chunkPresets(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	out := []map[string]string{}
 	for _, pr := range chunk.Presets() {
 		out = append(out, map[string]string{"value": pr.ID, "label": pr.Label, "description": pr.Description})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"presets": out, "default": "general"})
+	return nil
 }
 
-func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"kb_types": []map[string]any{{"type": kb.TypeDocument, "name": "Document knowledge base",
 		"description": "Files parsed to Markdown, chunked, searched by vector, BM25 keyword or hybrid retrieval.", "supports_documents": true}}})
+	return nil
 }
 
 // kbEvents streams the KB's file status changes (SSE, event file_status),
@@ -1102,11 +992,10 @@ func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principa
 // is checked again before each batch of notices: once the caller may no
 // longer read the KB (share revoked, KB deleted) the stream closes without
 // telling them more, and a reconnect gets 404.
-func (s *Server) kbEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) kbEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	kbID := r.PathValue("kb_id")
 	if _, err := s.d.KBs.Get(r.Context(), s.d.Pool, subject(p), kbID); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	cursor := runstream.RunCursor(r)
 	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after_seq") == "" {
@@ -1123,148 +1012,137 @@ func (s *Server) kbEvents(w http.ResponseWriter, r *http.Request, p auth.Princip
 			}
 			return false, nil
 		}})
+	return nil
 }
 
 // --- sources (bucket bindings) ---
 
-func (s *Server) listSources(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) listSources(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	list, err := s.d.KBs.Sources(r.Context(), subject(p), r.PathValue("kb_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"sources": list})
+	return nil
 }
 
-func (s *Server) addSource(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) addSource(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in struct {
 		Provider string `json:"provider"`
 		Bucket   string `json:"bucket"`
 		Prefix   string `json:"prefix"`
 	}
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	src, err := s.d.KBs.AddSource(r.Context(), subject(p), r.PathValue("kb_id"), in.Provider, in.Bucket, in.Prefix)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, src)
+	return nil
 }
 
-func (s *Server) removeSource(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) removeSource(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	id, err := strconv.ParseInt(r.PathValue("source_id"), 10, 64)
 	if err != nil {
-		writeError(w, s.log, failure.NotFound("source_not_found", "source not found"))
-		return
+		return failure.NotFound("source_not_found", "source not found")
 	}
 	if err := s.d.KBs.RemoveSource(r.Context(), subject(p), r.PathValue("kb_id"), id); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"deleted": true})
+	return nil
 }
 
 // --- external (CLI) routes: any user with read access ---
 
-func (s *Server) externalKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) externalKBs(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	list, err := s.d.KBs.List(r.Context(), subject(p))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	out := make([]map[string]any, 0, len(list))
 	for _, k := range list {
 		out = append(out, map[string]any{"kb_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "supports_documents": true})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"databases": out})
+	return nil
 }
 
-func (s *Server) externalFiles(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) externalFiles(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	in, err := listInput(r)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	in.AllLevels = in.Query != ""
-	s.writeFileList(w, r, p, in, true)
+	return s.writeFileList(w, r, p, in, true)
 }
 
-func (s *Server) externalRetrieve(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) externalRetrieve(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in queryBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	kbID := r.PathValue("kb_id")
 	res, err := s.runQuery(r, p, kbID, in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, kb.SearchOutput(kbID, res))
+	return nil
 }
 
-func (s *Server) externalOpen(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) externalOpen(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("file_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	q := r.URL.Query()
 	offset, _ := strconv.Atoi(q.Get("offset"))
 	limit := 200
 	if v := q.Get("limit"); v != "" {
 		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 1800 {
-			writeError(w, s.log, failure.Unprocessable("invalid_window", "limit must be between 1 and 1800"))
-			return
+			return failure.Unprocessable("invalid_window", "limit must be between 1 and 1800")
 		}
 	}
 	md, err := s.markdown(r.Context(), f)
 	if errors.Is(err, errNoMarkdown) {
-		writeError(w, s.log, failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status))
-		return
+		return failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status)
 	}
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	win, err := kb.OpenWindow(f.KBID, f.FileID, md, 0, offset, limit)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, win)
+	return nil
 }
 
-func (s *Server) externalFind(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) externalFind(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in kb.FindOptions
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	_, f, err := s.d.KBs.GetFile(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("file_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	md, err := s.markdown(r.Context(), f)
 	if errors.Is(err, errNoMarkdown) {
-		writeError(w, s.log, failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status))
-		return
+		return failure.Unprocessable("not_parsed", "the file has not been parsed yet (status %s)", f.Status)
 	}
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	res, err := kb.Find(f.KBID, f.FileID, md, in)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // bucketNotification receives bucket notifications — S3 event records
@@ -1273,28 +1151,24 @@ func (s *Server) externalFind(w http.ResponseWriter, r *http.Request, p auth.Pri
 // and turns each object change into io.yuxi.bucket.object.changed.v1 for
 // doc-parse. Repeated deliveries of one notification are one event (doc-parse
 // also ignores a change of the version it already holds).
-func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
+func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
 	if s.d.NotifyToken == "" {
-		writeError(w, s.log, failure.NotFound("route_not_found", "bucket notifications are not enabled (set YUXI_NOTIFY_TOKEN)"))
-		return
+		return failure.NotFound("route_not_found", "bucket notifications are not enabled (set YUXI_NOTIFY_TOKEN)")
 	}
 	token := r.Header.Get("X-Yuxi-Notify-Token")
 	if v, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
 		token = v
 	}
 	if subtle.ConstantTimeCompare([]byte(token), []byte(s.d.NotifyToken)) != 1 {
-		writeError(w, s.log, failure.Unauthorized("invalid_notify_token", "missing or wrong notification token"))
-		return
+		return failure.Unauthorized("invalid_notify_token", "missing or wrong notification token")
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))
 	if err != nil {
-		writeError(w, s.log, failure.New(failure.KindTooLarge, "payload_too_large", "notifications are limited to 4 MiB"))
-		return
+		return failure.New(failure.KindTooLarge, "payload_too_large", "notifications are limited to 4 MiB")
 	}
 	changes, err := notify.Decode(body)
 	if err != nil {
-		writeError(w, s.log, failure.Invalid("invalid_notification", "%v", err))
-		return
+		return failure.Invalid("invalid_notification", "%v", err)
 	}
 	err = s.d.Outbox.Tx(r.Context(), s.d.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		for _, c := range changes {
@@ -1306,8 +1180,8 @@ func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request) {
 		return nil
 	})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{"accepted": len(changes)})
+	return nil
 }

@@ -14,22 +14,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
-// runRoutes: request intake, the per-thread queue, runs, results and streams.
-func (s *Server) runRoutes(mux *http.ServeMux) {
-	mux.HandleFunc("POST /api/agent/runs", s.user(s.submitRun))
-	mux.HandleFunc("GET /api/agent/runs/{run_id}", s.user(s.getRun))
-	mux.HandleFunc("GET /api/agent/runs/{run_id}/result", s.user(s.runResult))
-	mux.HandleFunc("POST /api/agent/runs/{run_id}/cancel", s.user(s.cancelRun))
-	mux.HandleFunc("GET /api/agent/runs/{run_id}/events", s.user(s.runEvents))
-	mux.HandleFunc("GET /api/agent/requests/{request_id}", s.user(s.getRequest))
-	mux.HandleFunc("POST /api/agent/requests/{request_id}/cancel", s.user(s.cancelRequest))
-	mux.HandleFunc("POST /api/agent/requests/{request_id}/steer", s.user(s.steerRequest))
-	mux.HandleFunc("GET /api/agent/requests/{request_id}/events", s.user(s.requestEvents))
-	mux.HandleFunc("GET /api/agent/thread/{thread_id}/requests", s.user(s.threadRequests))
-	mux.HandleFunc("POST /api/agent/thread/{thread_id}/requests/continue", s.user(s.continueRequests))
-	mux.HandleFunc("GET /api/agent/thread/{thread_id}/active_run", s.user(s.activeRun))
-}
-
 type submitBody struct {
 	Query        string          `json:"query"`
 	AgentSlug    string          `json:"agent_slug"`
@@ -50,72 +34,65 @@ type submitMeta struct {
 }
 
 // submitRun is request intake (contracts §3.2), or a resume run when resume is set.
-func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	var in submitBody
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	requestID := in.RequestID
 	if in.Meta != nil && in.Meta.RequestID != "" {
 		requestID = in.Meta.RequestID
 	}
 	if in.Meta != nil && len(in.Meta.AttachmentFileIDs) > 0 {
-		writeError(w, s.log, failure.Unprocessable("attachments_not_supported", "attachments are not supported yet"))
-		return
+		return failure.Unprocessable("attachments_not_supported", "attachments are not supported yet")
 	}
 	switch in.ToolApproval {
 	case "", "default", "always_trust":
 	default:
-		writeError(w, s.log, failure.Unprocessable("invalid_tool_approval_mode", "tool_approval_mode must be default or always_trust"))
-		return
+		return failure.Unprocessable("invalid_tool_approval_mode", "tool_approval_mode must be default or always_trust")
 	}
 	if len(in.Resume) > 0 && string(in.Resume) != "null" {
 		if in.QueuePolicy != "" && in.QueuePolicy != queue.PolicyEnqueue {
-			writeError(w, s.log, failure.Unprocessable("invalid_queue_policy", "a resume must use queue_policy enqueue"))
-			return
+			return failure.Unprocessable("invalid_queue_policy", "a resume must use queue_policy enqueue")
 		}
 		out, err := s.d.Queue.Resume(r.Context(), queue.ResumeInput{Subject: subject(p), AgentSlug: in.AgentSlug, ThreadID: in.ThreadID,
 			Resume: in.Resume, CreatedByRunID: in.CreatedBy, RequestID: requestID})
 		if err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 		writeJSON(w, http.StatusOK, out)
-		return
+		return nil
 	}
 	out, err := s.d.Queue.Submit(r.Context(), queue.Submission{Subject: subject(p), Query: in.Query, AgentSlug: in.AgentSlug,
 		ThreadID: in.ThreadID, RequestID: requestID, ImageContent: in.ImageContent, ModelSpec: in.ModelSpec, QueuePolicy: in.QueuePolicy})
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
-func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getRun(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	ru, err := s.d.Runs.GetForUser(r.Context(), p.UID, r.PathValue("run_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"run": ru.View()})
+	return nil
 }
 
 // runResult is the final result payload (contracts §3.6). The output is read
 // only through the run's output_message_id.
-func (s *Server) runResult(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) runResult(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	ru, err := s.d.Runs.GetForUser(r.Context(), p.UID, r.PathValue("run_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	output := ""
 	if ru.OutputMessageID != nil {
 		if err := s.d.Pool.QueryRow(r.Context(), `SELECT content FROM messages WHERE id = $1 AND run_id = $2 AND role = 'assistant'`,
 			*ru.OutputMessageID, ru.ID).Scan(&output); err != nil {
-			writeError(w, s.log, err)
-			return
+			return err
 		}
 	}
 	usage := ru.TokenUsage
@@ -131,15 +108,15 @@ func (s *Server) runResult(w http.ResponseWriter, r *http.Request, p auth.Princi
 		res["error"] = map[string]any{"type": ru.ErrorType, "message": ru.ErrorMessage}
 	}
 	writeJSON(w, http.StatusOK, res)
+	return nil
 }
 
 // cancelRun cancels a run: a pending run ends at once; a running run is
 // signalled and stops streaming promptly, ending cancelled at the step boundary.
-func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	ru, outcome, err := s.d.Runs.RequestCancel(r.Context(), p.UID, r.PathValue("run_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	ctx := context.WithoutCancel(r.Context())
 	switch outcome {
@@ -156,76 +133,76 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"run": ru.View()})
+	return nil
 }
 
-func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) runEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	ru, err := s.d.Runs.GetForUser(r.Context(), p.UID, r.PathValue("run_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	runstream.ServeRun(w, r, s.d.Hub, runstream.RunStreamOptions{
 		RunID: ru.ID, ThreadID: ru.ThreadID, RequestID: ru.RequestID, Terminal: run.IsTerminal(ru.Status), Status: ru.Status,
 		Heartbeat: s.d.SSEHeartbeat, MaxDuration: s.d.SSEMaxDuration, Verbose: r.URL.Query().Get("verbose") != "false",
 	})
+	return nil
 }
 
-func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) getRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	req, err := s.d.Queue.GetRequest(r.Context(), p.UID, r.PathValue("request_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"request": req})
+	return nil
 }
 
-func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) cancelRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	req, err := s.d.Queue.CancelRequest(r.Context(), p.UID, r.PathValue("request_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"request": req})
+	return nil
 }
 
-func (s *Server) steerRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) steerRequest(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	req, err := s.d.Queue.Steer(r.Context(), p.UID, r.PathValue("request_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"request": req})
+	return nil
 }
 
-func (s *Server) threadRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) threadRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	snap, err := s.d.Queue.Snapshot(r.Context(), p.UID, r.URL.Query().Get("agent_slug"), r.PathValue("thread_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	writeJSON(w, http.StatusOK, snap)
+	return nil
 }
 
-func (s *Server) continueRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) continueRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	req, err := s.d.Queue.Continue(r.Context(), p.UID, r.URL.Query().Get("agent_slug"), r.PathValue("thread_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	out := map[string]any{"request": req, "run_id": req.DispatchedRunID}
 	if req.DispatchedRunID != nil {
 		out["stream_url"] = queue.StreamURL(*req.DispatchedRunID)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
 }
 
 // activeRun returns the thread's latest chat/resume run while it is not
 // finished (interrupted counts: it waits for the user), else {run: null}.
-func (s *Server) activeRun(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) activeRun(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	t, err := s.d.Threads.Get(r.Context(), p.UID, r.PathValue("thread_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	agentSlug := r.URL.Query().Get("agent_slug")
 	if agentSlug == "" {
@@ -233,24 +210,23 @@ func (s *Server) activeRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	}
 	latest, err := run.LatestForThread(r.Context(), s.d.Pool, p.UID, agentSlug, t.ID)
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	if latest == nil || (run.IsTerminal(latest.Status) && latest.Status != run.StatusInterrupted) {
 		writeJSON(w, http.StatusOK, map[string]any{"run": nil})
-		return
+		return nil
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"run": latest.View()})
+	return nil
 }
 
 // requestEvents is the request SSE (contracts §3.8): queued (when the
 // position changes), then run_created or a terminal status, then close. It
 // wakes on the thread's queue stream and reads the request's state only then.
-func (s *Server) requestEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+func (s *Server) requestEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	req, err := s.d.Queue.GetRequest(r.Context(), p.UID, r.PathValue("request_id"))
 	if err != nil {
-		writeError(w, s.log, err)
-		return
+		return err
 	}
 	lastPos := -1
 	check := func(ctx context.Context, sw *runstream.EventWriter) (bool, error) {
@@ -293,6 +269,7 @@ func (s *Server) requestEvents(w http.ResponseWriter, r *http.Request, p auth.Pr
 	if err != nil && !runstream.IsClientError(err) {
 		s.log.Debug("request stream ended", "request", req.RequestID, "error", err)
 	}
+	return nil
 }
 
 // serveNotices streams a notice stream (KB file status changes) as SSE: each

@@ -1,0 +1,269 @@
+package intake
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+)
+
+// Access is who may call a route. The server checks it before the handler
+// runs: 401 without a valid token or API key, 403 below the role.
+type Access string
+
+const (
+	// Public routes take no token; a handler that needs a secret of its own
+	// (the bucket webhook) checks it and says so in its Check.
+	Public     Access = "public"
+	User       Access = "user"
+	Admin      Access = "admin"
+	SuperAdmin Access = "superadmin"
+)
+
+// Check names the resource check a handler makes after the role check, so
+// that the two-account suite knows what a second account must be refused.
+type Check string
+
+const (
+	NoCheck      Check = ""
+	OwnThread    Check = "thread_owner"  // {thread_id} belongs to the caller
+	OwnRun       Check = "run_owner"     // {run_id} belongs to the caller
+	OwnRequest   Check = "request_owner" // {request_id} belongs to the caller
+	OwnAPIKey    Check = "api_key_owner" // {api_key_id} belongs to the caller (admins see their department's)
+	ReadAgent    Check = "agent_read"    // {agent_id}/{backend_id} is visible to the caller
+	ManageAgent  Check = "agent_manage"  // {agent_id} may be changed by the caller
+	ReadKB       Check = "kb_read"       // {kb_id} is shared with the caller
+	ManageKB     Check = "kb_manage"     // {kb_id} may be managed by the caller
+	NotifyToken  Check = "notify_token"  // the bucket-notification shared secret
+	AgentsInBody Check = "agent_in_body" // the agent (and thread) named in the body are the caller's
+)
+
+// handler is a route's code: it writes its answer, or returns an error that
+// the server writes once (see writeError).
+type handler func(w http.ResponseWriter, r *http.Request, p auth.Principal) error
+
+// Route is one entry of the API table.
+type Route struct {
+	Method string
+	Path   string
+	Access Access
+	Check  Check
+	h      handler
+}
+
+// Pattern is the route's ServeMux pattern.
+func (rt Route) Pattern() string { return rt.Method + " " + rt.Path }
+
+// Routes is the whole API, one line a route: method, path, who may call it,
+// the resource check its handler makes, and the handler. Tests walk it.
+func (s *Server) Routes() []Route {
+	rs := []Route{
+		{"GET", "/api/system/health", Public, NoCheck, s.health},
+
+		// Auth and users (routes_auth.go).
+		{"GET", "/api/auth/check-first-run", Public, NoCheck, s.checkFirstRun},
+		{"POST", "/api/auth/initialize", Public, NoCheck, s.initializeAdmin},
+		{"POST", "/api/auth/token", Public, NoCheck, s.loginForToken},
+		{"GET", "/api/auth/me", User, NoCheck, s.readMe},
+		{"POST", "/api/auth/users", Admin, NoCheck, s.createUser},
+		{"GET", "/api/auth/users", Admin, NoCheck, s.listUsers},
+
+		// API keys (routes_apikey.go).
+		{"GET", "/api/user/apikey", User, NoCheck, s.listAPIKeys},
+		{"GET", "/api/user/apikey/{$}", User, NoCheck, s.listAPIKeys},
+		{"POST", "/api/user/apikey", User, NoCheck, s.createAPIKey},
+		{"POST", "/api/user/apikey/{$}", User, NoCheck, s.createAPIKey},
+		{"GET", "/api/user/apikey/{api_key_id}", User, OwnAPIKey, s.getAPIKey},
+		{"PUT", "/api/user/apikey/{api_key_id}", User, OwnAPIKey, s.updateAPIKey},
+		{"DELETE", "/api/user/apikey/{api_key_id}", User, OwnAPIKey, s.deleteAPIKey},
+
+		// Agents and tools (routes_agent.go).
+		{"GET", "/api/agent/backends", User, NoCheck, s.listBackends},
+		{"GET", "/api/agent/backends/{backend_id}", User, ReadAgent, s.getBackend},
+		{"GET", "/api/agent", User, NoCheck, s.listAgents},
+		{"GET", "/api/agent/default", User, NoCheck, s.defaultAgent},
+		{"POST", "/api/agent", User, NoCheck, s.createAgent},
+		{"GET", "/api/agent/{agent_id}", User, ReadAgent, s.getAgent},
+		{"PUT", "/api/agent/{agent_id}", User, ManageAgent, s.updateAgent},
+		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
+		{"POST", "/api/agent/{agent_id}/set_default", Admin, ReadAgent, s.setDefaultAgent},
+		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
+
+		// Threads (routes_thread.go).
+		{"POST", "/api/chat/thread", User, AgentsInBody, s.createThread},
+		{"GET", "/api/chat/threads", User, NoCheck, s.listThreads},
+		{"PUT", "/api/chat/thread/{thread_id}", User, OwnThread, s.updateThread},
+		{"DELETE", "/api/chat/thread/{thread_id}", User, OwnThread, s.deleteThread},
+		{"GET", "/api/chat/thread/{thread_id}/history", User, OwnThread, s.threadHistory},
+
+		// Runs and the request queue (routes_run.go).
+		{"POST", "/api/agent/runs", User, AgentsInBody, s.submitRun},
+		{"GET", "/api/agent/runs/{run_id}", User, OwnRun, s.getRun},
+		{"GET", "/api/agent/runs/{run_id}/result", User, OwnRun, s.runResult},
+		{"POST", "/api/agent/runs/{run_id}/cancel", User, OwnRun, s.cancelRun},
+		{"GET", "/api/agent/runs/{run_id}/events", User, OwnRun, s.runEvents},
+		{"GET", "/api/agent/requests/{request_id}", User, OwnRequest, s.getRequest},
+		{"POST", "/api/agent/requests/{request_id}/cancel", User, OwnRequest, s.cancelRequest},
+		{"POST", "/api/agent/requests/{request_id}/steer", User, OwnRequest, s.steerRequest},
+		{"GET", "/api/agent/requests/{request_id}/events", User, OwnRequest, s.requestEvents},
+		{"GET", "/api/agent/thread/{thread_id}/requests", User, OwnThread, s.threadRequests},
+		{"POST", "/api/agent/thread/{thread_id}/requests/continue", User, OwnThread, s.continueRequests},
+		{"GET", "/api/agent/thread/{thread_id}/active_run", User, OwnThread, s.activeRun},
+	}
+	if s.d.KBs != nil {
+		rs = append(rs, s.knowledgeRoutes()...)
+	}
+	return rs
+}
+
+// knowledgeRoutes: document knowledge bases (/api/knowledge…). Management
+// routes need the admin role and the KB permission, as the original; any
+// user reaches the KBs shared with them through the external routes and the
+// agent tools.
+func (s *Server) knowledgeRoutes() []Route {
+	return []Route{
+		{"GET", "/api/knowledge/databases", Admin, NoCheck, s.listKBs},
+		{"POST", "/api/knowledge/databases", Admin, NoCheck, s.createKB},
+		{"GET", "/api/knowledge/databases/accessible", User, NoCheck, s.accessibleKBs},
+		{"GET", "/api/knowledge/databases/{kb_id}", Admin, ReadKB, s.getKB},
+		{"PUT", "/api/knowledge/databases/{kb_id}", Admin, ManageKB, s.updateKB},
+		{"DELETE", "/api/knowledge/databases/{kb_id}", Admin, ManageKB, s.deleteKB},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents", Admin, ReadKB, s.listDocuments},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/search", Admin, ReadKB, s.searchDocuments},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents", Admin, ManageKB, s.addDocuments},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents/add", Admin, ManageKB, s.addDocumentsOnly},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents/parse", Admin, ManageKB, s.reparseDocuments},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents/index", Admin, ManageKB, s.reindexDocuments},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/{doc_id}", Admin, ReadKB, s.getDocument},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/{doc_id}/basic", Admin, ReadKB, s.getDocumentBasic},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/{doc_id}/content", Admin, ReadKB, s.getDocumentContent},
+		{"PUT", "/api/knowledge/databases/{kb_id}/documents/{doc_id}/content", Admin, ManageKB, s.putDocumentContent},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/{doc_id}/download", Admin, ReadKB, s.downloadDocument},
+		{"DELETE", "/api/knowledge/databases/{kb_id}/documents/{doc_id}", Admin, ManageKB, s.deleteDocument},
+		{"DELETE", "/api/knowledge/databases/{kb_id}/documents/batch", Admin, ManageKB, s.deleteDocuments},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents/parse-pending", Admin, ManageKB, s.parsePending},
+		{"POST", "/api/knowledge/databases/{kb_id}/documents/index-pending", Admin, ManageKB, s.indexPending},
+		{"GET", "/api/knowledge/databases/{kb_id}/documents/exists", Admin, ReadKB, s.documentExists},
+		{"PUT", "/api/knowledge/databases/{kb_id}/documents/{doc_id}/move", Admin, ManageKB, s.moveDocument},
+		{"POST", "/api/knowledge/databases/{kb_id}/folders", Admin, ManageKB, s.createFolder},
+		{"PUT", "/api/knowledge/databases/{kb_id}/folders/{folder_id}/rename", Admin, ManageKB, s.renameFolder},
+		{"GET", "/api/knowledge/databases/{kb_id}/images/{object_path...}", User, ReadKB, s.kbImage},
+		{"POST", "/api/knowledge/databases/{kb_id}/query", Admin, ReadKB, s.queryKB},
+		{"POST", "/api/knowledge/databases/{kb_id}/query-test", Admin, ReadKB, s.queryTest},
+		{"GET", "/api/knowledge/databases/{kb_id}/query-params", Admin, ReadKB, s.getQueryParams},
+		{"PUT", "/api/knowledge/databases/{kb_id}/query-params", Admin, ManageKB, s.putQueryParams},
+		{"GET", "/api/knowledge/databases/{kb_id}/events", Admin, ReadKB, s.kbEvents},
+		{"GET", "/api/knowledge/databases/{kb_id}/sources", Admin, ManageKB, s.listSources},
+		{"POST", "/api/knowledge/databases/{kb_id}/sources", Admin, ManageKB, s.addSource},
+		{"DELETE", "/api/knowledge/databases/{kb_id}/sources/{source_id}", Admin, ManageKB, s.removeSource},
+		{"POST", "/api/knowledge/files/upload", Admin, ManageKB, s.uploadFile},
+		{"GET", "/api/knowledge/files/supported-types", Admin, NoCheck, s.supportedTypes},
+		{"POST", "/api/knowledge/files/markdown", Admin, NoCheck, s.markdownFile},
+		{"GET", "/api/knowledge/chunk-presets", Admin, NoCheck, s.chunkPresets},
+		{"GET", "/api/knowledge/types", Admin, NoCheck, s.kbTypes},
+		{"POST", "/api/knowledge/notifications", Public, NotifyToken, s.bucketNotification},
+		{"GET", "/api/knowledge/databases/external", User, NoCheck, s.externalKBs},
+		// The CLI's routes, served from their own mux (see externalPrefix).
+		{"GET", externalPrefix + "{kb_id}/files", User, ReadKB, s.externalFiles},
+		{"POST", externalPrefix + "{kb_id}/retrieve", User, ReadKB, s.externalRetrieve},
+		{"GET", externalPrefix + "{kb_id}/files/{file_id}/open", User, ReadKB, s.externalOpen},
+		{"POST", externalPrefix + "{kb_id}/files/{file_id}/find", User, ReadKB, s.externalFind},
+	}
+}
+
+// externalPrefix starts the CLI's knowledge routes. Their patterns overlap
+// …/databases/{kb_id}/… ambiguously for ServeMux (…/external/{kb_id}/files
+// against …/{kb_id}/documents/{doc_id}), so they live on their own mux and
+// Handler sends every path under the prefix there.
+const externalPrefix = "/api/knowledge/databases/external/"
+
+// Handler returns the routed API.
+func (s *Server) Handler() http.Handler {
+	mux, ext := http.NewServeMux(), http.NewServeMux()
+	for _, rt := range s.Routes() {
+		m := mux
+		if strings.HasPrefix(rt.Path, externalPrefix) {
+			m = ext
+		}
+		m.Handle(rt.Pattern(), s.serve(rt))
+	}
+	notFound := func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
+	}
+	mux.HandleFunc("/api/", notFound)
+	ext.HandleFunc("/", notFound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, externalPrefix) {
+			ext.ServeHTTP(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// serve runs rt's access check, then its handler, and writes the handler's
+// error once. An error after the answer has started (a stream that broke)
+// can only be logged.
+func (s *Server) serve(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p, err := s.authorize(r, rt.Access)
+		if err != nil {
+			writeError(w, s.log, err)
+			return
+		}
+		tw := &trackingWriter{ResponseWriter: w}
+		if err := rt.h(tw, r, p); err != nil {
+			if tw.started {
+				s.log.Warn("route failed after its answer started", "route", rt.Pattern(), "error", err)
+				return
+			}
+			writeError(w, s.log, err)
+		}
+	})
+}
+
+// authorize authenticates the caller of a route of the given access.
+func (s *Server) authorize(r *http.Request, a Access) (auth.Principal, error) {
+	if a == Public {
+		return auth.Principal{}, nil
+	}
+	p, err := s.d.Auth.Authenticate(r.Context(), r.Header.Get("Authorization"))
+	if err != nil {
+		return p, err
+	}
+	switch {
+	case a == Admin && !p.IsAdmin():
+		return p, failure.Forbidden("admin_required", "this action needs the admin role")
+	case a == SuperAdmin && !p.IsSuperadmin():
+		return p, failure.Forbidden("superadmin_required", "this action needs the superadmin role")
+	}
+	return p, nil
+}
+
+// trackingWriter notes whether a handler has started its answer.
+type trackingWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) {
+	t.started = true
+	t.ResponseWriter.WriteHeader(code)
+}
+
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.started = true
+	return t.ResponseWriter.Write(b)
+}
+
+// Flush lets streaming handlers flush through the wrapper.
+func (t *trackingWriter) Flush() {
+	t.started = true
+	if f, ok := t.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap serves http.ResponseController.
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
