@@ -11,10 +11,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 )
 
-// ObjectPrefix is where a KB's objects live in the object store: uploads,
-// parsed Markdown and images.
-func ObjectPrefix(kbID string) string { return "kb/" + kbID + "/" }
-
 // CollectionDropper drops a KB's vector collection (a missing one is not an error).
 type CollectionDropper interface {
 	DropCollection(ctx context.Context, name string) error

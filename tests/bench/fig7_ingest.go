@@ -216,7 +216,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		var f kb.File
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 			fs, err := kb.AddFiles(ctx, tx, noEmit, k.KBID, []kb.NewFile{{Filename: fmt.Sprintf("scifact-%d.md", n),
-				ObjectKey: fmt.Sprintf("kb/%s/upload/%d-scifact.md", k.KBID, n), Size: int64(md.Len()), CreatedBy: "bench"}})
+				ObjectKey: kb.UploadKey(k.KBID, "scifact.md", time.Unix(0, int64(n))), Size: int64(md.Len()), CreatedBy: "bench"}})
 			if err == nil {
 				f = fs[0]
 			}
@@ -229,7 +229,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 			return f, err
 		}
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return kb.FinishParse(ctx, tx, noEmit, f, fmt.Sprintf("kb/%s/files/%s/content.md", k.KBID, f.FileID), nil)
+			return kb.FinishParse(ctx, tx, noEmit, f, kb.MarkdownKey(k.KBID, f.FileID), nil)
 		})
 		if err != nil {
 			return f, err

@@ -208,7 +208,7 @@ func (kn *knowledge) ingest(ctx context.Context, h *indexdoc.Handler, k kb.KB, d
 		batch := docs[start:min(start+1000, len(docs))]
 		nfs := make([]kb.NewFile, len(batch))
 		for i, d := range batch {
-			nfs[i] = kb.NewFile{Filename: d.filename, ObjectKey: fmt.Sprintf("kb/%s/upload/%d-%s", k.KBID, start+i, d.filename),
+			nfs[i] = kb.NewFile{Filename: d.filename, ObjectKey: kb.UploadKey(k.KBID, d.filename, time.Unix(0, int64(start+i))),
 				Size: int64(len(d.markdown)), ContentType: "text/markdown", CreatedBy: kn.sub.UID, Processing: kb.Processing{AutoIndex: true}}
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -260,7 +260,7 @@ func (kn *knowledge) parseAndIndex(ctx context.Context, h *indexdoc.Handler, f k
 	if err != nil {
 		return fmt.Errorf("claim parse %s: %w", f.FileID, err)
 	}
-	key := fmt.Sprintf("kb/%s/files/%s/content.md", f.KBID, f.FileID)
+	key := kb.MarkdownKey(f.KBID, f.FileID)
 	if _, err := kn.app.Knowledge.Blob.Put(ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
 		return err
 	}

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"path"
 	"strings"
 	"time"
@@ -234,9 +233,9 @@ func (h *Handler) parse(ctx context.Context, f kb.File) (docparse.Result, error)
 	return h.parser.Parse(ctx, f.Filename, bytes.NewReader(data), int64(len(data)))
 }
 
-// save writes the Markdown and images; image links point at the authorised image route.
+// save writes the Markdown and images (at kb.MarkdownKey and kb.ImageKey);
+// image links point at the authorised image route (kb.ImageURL).
 func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (string, []kb.Image, error) {
-	base := fmt.Sprintf("kb/%s/files/%s", f.KBID, f.FileID)
 	md := res.Markdown
 	var imgs []kb.Image
 	for i, im := range res.Images {
@@ -244,18 +243,18 @@ func (h *Handler) save(ctx context.Context, f kb.File, res docparse.Result) (str
 		if name == "" || name == "." || name == "/" {
 			name = fmt.Sprintf("image-%d", i+1)
 		}
-		key := fmt.Sprintf("%s/images/%03d-%s", base, i+1, name)
+		key := kb.ImageKey(f.KBID, f.FileID, i+1, name)
 		if _, err := h.store.Put(ctx, key, bytes.NewReader(im.Data), int64(len(im.Data)), im.ContentType); err != nil {
 			return "", nil, fmt.Errorf("store image %s: %w", im.Name, err)
 		}
 		imgs = append(imgs, kb.Image{ObjectKey: key, ContentType: im.ContentType, Size: int64(len(im.Data))})
 		// The parser links images by name: "](name)", "](<name>)" for names
 		// with spaces or parentheses, or an HTML src attribute.
-		link := "/api/knowledge/databases/" + f.KBID + "/images/" + escapePath(key)
+		link := kb.ImageURL(f.KBID, key)
 		md = strings.NewReplacer("]("+im.Name+")", "]("+link+")", "](<"+im.Name+">)", "]("+link+")",
 			`src="`+im.Name+`"`, `src="`+link+`"`).Replace(md)
 	}
-	key := base + "/content.md"
+	key := kb.MarkdownKey(f.KBID, f.FileID)
 	if _, err := h.store.Put(ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
 		return "", nil, fmt.Errorf("store markdown: %w", err)
 	}
@@ -347,15 +346,6 @@ func (h *Handler) gcs(op string) func(ctx context.Context, in events.GCSObject) 
 		return h.BucketChanged(ctx, events.BucketObjectChanged{Provider: "gcs", Bucket: in.Bucket, Key: in.Name, Size: size,
 			ETag: in.ETag, Version: in.Generation, Op: op, Time: in.Updated})
 	}
-}
-
-// escapePath escapes each segment of a slash-separated key for a URL path.
-func escapePath(key string) string {
-	parts := strings.Split(key, "/")
-	for i, p := range parts {
-		parts[i] = url.PathEscape(p)
-	}
-	return strings.Join(parts, "/")
 }
 
 // supported tells whether a file name has a parseable extension.
