@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
@@ -41,8 +40,8 @@ type Deps struct {
 	KBs       *kb.Store
 	Retriever *kb.Retriever
 	Blob      blob.Store
-	Keyword   KeywordIndex
-	Vectors   VectorStore
+	Keyword   kb.KeywordIndex
+	Vectors   kb.VectorStore
 	Outbox    *outbox.Outbox
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
@@ -58,14 +57,12 @@ type MarkdownParser interface {
 	Parse(ctx context.Context, filename string, r io.ReaderAt, size int64) (docparse.Result, error)
 }
 
-// KeywordIndex is the keyword index as the knowledge routes use it.
-type KeywordIndex interface {
-	kb.KeywordWriter
-	DropIndex(ctx context.Context, tx pgx.Tx, indexID string) error
-}
+// docTypes are the file types the document parsers read (kb.FileTypes).
+type docTypes struct{}
 
-// VectorStore is the vector store as the knowledge routes use it.
-type VectorStore interface {
-	Delete(ctx context.Context, collection string, ids []string) error
-	DropCollection(ctx context.Context, name string) error
+func (docTypes) Extensions() []string { return docparse.SupportedExtensions() }
+
+func (docTypes) Detect(name string, head []byte) error {
+	_, err := docparse.Detect(name, head)
+	return err
 }

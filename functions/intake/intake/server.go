@@ -12,12 +12,15 @@ import (
 	"net/http"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
 )
 
 // Server is the HTTP API.
 type Server struct {
 	d   Deps
 	log *slog.Logger
+	// kb runs the knowledge routes' use cases (nil when d.KBs is).
+	kb *kb.Library
 }
 
 // New returns the API server. Every dependency is built by main and passed in.
@@ -28,7 +31,12 @@ func New(d Deps) *Server {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
 	}
-	return &Server{d: d, log: d.Log}
+	s := &Server{d: d, log: d.Log}
+	if d.KBs != nil {
+		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
+			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Log: d.Log})
+	}
+	return s
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
