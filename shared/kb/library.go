@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
@@ -145,4 +146,29 @@ func (l *Library) RecordBucketChangesTx(emit outbox.Emit, changes []notify.Chang
 		}
 	}
 	return nil
+}
+
+// ApplyBucketChange applies one bucket change to every KB bound to its
+// bucket (ApplyChange) in one transaction, then deletes what it removed:
+// vectors and objects of deleted files. supported tells whether an object's
+// file name can be parsed. The outcomes are returned even with an error
+// (they describe the attempt, which did not commit).
+func (l *Library) ApplyBucketChange(ctx context.Context, ch events.BucketObjectChanged,
+	supported func(filename string) bool) ([]ChangeOutcome, error) {
+	var outcomes []ChangeOutcome
+	var removed []Removed
+	err := l.ob.Tx(ctx, l.store.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		var err error
+		outcomes, removed, err = ApplyChange(ctx, tx, emit, l.keyword, ch, supported)
+		return err
+	})
+	if err != nil {
+		return outcomes, err
+	}
+	for _, r := range removed {
+		if len(r.Files) > 0 {
+			l.cleanup(context.WithoutCancel(ctx), r.Files[0].KBID, r)
+		}
+	}
+	return outcomes, nil
 }

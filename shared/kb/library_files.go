@@ -323,13 +323,18 @@ func (l *Library) RemoveFilesTx(ctx context.Context, tx pgx.Tx, sub access.Subje
 	return DeleteFiles(ctx, tx, l.keyword, kbID, fileIDs)
 }
 
-// cleanup deletes what a committed deletion left: vectors, then objects.
+// cleanup deletes what a committed deletion left in kbID: the vectors owed,
+// then the objects. What fails stays for the sweep (vectors) or is logged.
 func (l *Library) cleanup(ctx context.Context, kbID string, r Removed) {
-	if _, err := FlushVectorDeletes(ctx, l.store.pool, l.vectors, kbID); err != nil {
-		l.log.Warn("delete vectors (the sweep retries)", "kb", kbID, "error", err)
+	if l.vectors != nil {
+		if _, err := FlushVectorDeletes(ctx, l.store.pool, l.vectors, kbID); err != nil {
+			l.log.Warn("delete vectors (the sweep retries)", "kb", kbID, "error", err)
+		}
 	}
 	for _, k := range r.ObjectKeys {
-		_ = l.objects.Delete(ctx, k)
+		if err := l.objects.Delete(ctx, k); err != nil {
+			l.log.Warn("delete object", "key", k, "error", err)
+		}
 	}
 }
 

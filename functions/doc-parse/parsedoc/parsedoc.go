@@ -67,16 +67,15 @@ type Handler struct {
 	store   blob.Store
 	buckets Buckets
 	parser  Parser
-	kw      kb.KeywordWriter
-	vectors kb.VectorDeleter
+	lib     *kb.Library
 	stage   kb.Stage
 	cfg     Config
 	log     *slog.Logger
 }
 
 // New returns the handler. buckets and notify may be nil.
-func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, parser Parser, kw kb.KeywordWriter,
-	vectors kb.VectorDeleter, notify Notifier, cfg Config, log *slog.Logger) *Handler {
+func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, parser Parser, kw kb.KeywordIndex,
+	vectors kb.VectorStore, notify Notifier, cfg Config, log *slog.Logger) *Handler {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Minute
 	}
@@ -89,7 +88,8 @@ func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, pa
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, kw: kw, vectors: vectors, cfg: cfg, log: log,
+	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, cfg: cfg, log: log,
+		lib:   kb.NewLibrary(kb.LibraryDeps{Store: kbs, Objects: store, Outbox: ob, Keyword: kw, Vectors: vectors, Log: log}),
 		stage: kb.Stage{DB: poolOf(kbs), Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
@@ -272,23 +272,12 @@ func (h *Handler) BucketChanged(ctx context.Context, in events.BucketObjectChang
 		h.log.Info("bucket change ignored", "provider", in.Provider, "bucket", in.Bucket, "key", in.Key, "op", in.Op, "reason", reason)
 		return nil
 	}
-	var removed []kb.Removed
-	err := h.ob.Tx(ctx, h.kbs.Pool(), func(tx pgx.Tx, emit outbox.Emit) error {
-		outcomes, r, err := kb.ApplyChange(ctx, tx, emit, h.kw, in, supported)
-		for _, o := range outcomes {
-			h.log.Info("bucket change applied", "provider", in.Provider, "bucket", in.Bucket, "key", in.Key, "op", in.Op,
-				"kb", o.KBID, "file", o.FileID, "action", o.Action, "reason", o.Reason)
-		}
-		removed = r
-		return err
-	})
-	if err != nil {
-		return err
+	outcomes, err := h.lib.ApplyBucketChange(ctx, in, supported)
+	for _, o := range outcomes {
+		h.log.Info("bucket change applied", "provider", in.Provider, "bucket", in.Bucket, "key", in.Key, "op", in.Op,
+			"kb", o.KBID, "file", o.FileID, "action", o.Action, "reason", o.Reason)
 	}
-	for _, r := range removed {
-		h.cleanup(ctx, r)
-	}
-	return nil
+	return err
 }
 
 // outdated checks a bucket change against the bucket: a deletion of an
@@ -318,21 +307,6 @@ func (h *Handler) outdated(ctx context.Context, in events.BucketObjectChanged) (
 		h.log.Warn("bucket change not checked against the bucket", "bucket", in.Bucket, "key", in.Key, "op", in.Op, "error", err)
 	}
 	return "", nil
-}
-
-// cleanup deletes a removed file's objects and vectors (after commit; both
-// are retried later by the sweep if this fails).
-func (h *Handler) cleanup(ctx context.Context, r kb.Removed) {
-	for _, k := range r.ObjectKeys {
-		if err := h.store.Delete(ctx, k); err != nil {
-			h.log.Warn("delete object", "key", k, "error", err)
-		}
-	}
-	if len(r.Files) > 0 && h.vectors != nil {
-		if _, err := kb.FlushVectorDeletes(ctx, h.kbs.Pool(), h.vectors, r.Files[0].KBID); err != nil {
-			h.log.Warn("delete vectors", "error", err)
-		}
-	}
 }
 
 // gcs adapts a Cloud Storage object event to a bucket change.
