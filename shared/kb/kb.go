@@ -7,10 +7,14 @@
 // Every read and write re-checks the caller's access at the point of effect:
 // a KB the caller cannot read is indistinguishable from a missing one.
 //
+// The use cases an API serves are Library's methods; the object-store layout
+// of a KB (every key) and its image URL are defined once, in keys.go.
+//
 // Imported by: functions/intake (routes), functions/doc-parse,
-// functions/kb-index, tools that search knowledge. May import: events,
-// shared/access, shared/failure, shared/outbox, shared/postgres,
-// shared/chunk, shared/keyword, shared/vector, shared/embed, pgx.
+// functions/kb-index, shared/kbtool, shared/bootstrap, tests/bench. May
+// import: events, shared/access, shared/blob, shared/blob/notify,
+// shared/failure, shared/outbox, shared/postgres, shared/chunk,
+// shared/keyword, shared/vector, shared/embed, pgx.
 package kb
 
 import (

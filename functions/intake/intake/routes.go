@@ -117,10 +117,11 @@ func (s *Server) Routes() []Route {
 	return rs
 }
 
-// knowledgeRoutes: document knowledge bases (/api/knowledge…). Management
-// routes need the admin role and the KB permission, as the original; any
-// user reaches the KBs shared with them through the external routes and the
-// agent tools.
+// knowledgeRoutes: document knowledge bases (/api/knowledge…), handled in
+// routes_kb_<resource>.go (bases, documents, tree, content, query, sources,
+// external) by shared/kb's Library. Management routes need the admin role
+// and the KB permission, as the original; any user reaches the KBs shared
+// with them through the external routes and the agent tools.
 func (s *Server) knowledgeRoutes() []Route {
 	return []Route{
 		{"GET", "/api/knowledge/databases", Admin, NoCheck, s.listKBs},

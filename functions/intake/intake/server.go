@@ -1,5 +1,6 @@
 // Package intake is the public HTTP API of the platform: auth, API keys,
-// agents, threads, run submission, run and request SSE, results. It is the
+// agents, threads, run submission, run and request SSE, results, and
+// knowledge bases (their use cases are shared/kb's Library). It is the
 // handler package of the intake function; its main adapts it to HTTP, a
 // Lambda Function URL or functions-framework.
 //
