@@ -72,6 +72,11 @@ func TestStore(t *testing.T) {
 		// sources_test.go
 		{"Sources", testSources},
 		{"ApplyChange", testApplyChange},
+		// library_test.go
+		{"LibraryUploadAndRegister", testLibraryUploadAndRegister},
+		{"LibraryRemoveFilesAndDeleteKB", testLibraryRemoveFilesAndDeleteKB},
+		{"LibraryEditMarkdown", testLibraryEditMarkdown},
+		{"LibraryImage", testLibraryImage},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
