@@ -155,7 +155,7 @@ func (s *Server) knowledgeRoutes() []Route {
 		{"GET", "/api/knowledge/databases/{kb_id}/query-params", Admin, ReadKB, s.getQueryParams},
 		{"PUT", "/api/knowledge/databases/{kb_id}/query-params", Admin, ManageKB, s.putQueryParams},
 		{"GET", "/api/knowledge/databases/{kb_id}/events", Admin, ReadKB, s.kbEvents},
-		{"GET", "/api/knowledge/databases/{kb_id}/sources", Admin, ManageKB, s.listSources},
+		{"GET", "/api/knowledge/databases/{kb_id}/sources", Admin, ReadKB, s.listSources}, // Store.Sources needs read access
 		{"POST", "/api/knowledge/databases/{kb_id}/sources", Admin, ManageKB, s.addSource},
 		{"DELETE", "/api/knowledge/databases/{kb_id}/sources/{source_id}", Admin, ManageKB, s.removeSource},
 		{"POST", "/api/knowledge/files/upload", Admin, ManageKB, s.uploadFile},
