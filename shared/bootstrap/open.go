@@ -116,7 +116,8 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
 		}
 	}
-	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes}, log)
+	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes,
+		Retention: cfg.OutboxRetention, KeyRetention: cfg.OutboxKeyRetention}, log)
 	app.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: app.Relay}
 	if err := app.openKnowledge(); err != nil {
 		pool.Close()
