@@ -43,7 +43,12 @@ type Config struct {
 	// rows older than this are deleted by the sweep. OutboxKeyRetention
 	// (YUXI_OUTBOX_KEY_RETENTION, default 168h): how long the dedupe keys that
 	// must outlive their rows are kept (shared/outbox/retention.go).
-	OutboxRetention    time.Duration
+	OutboxRetention time.Duration
+	// StreamTTL (YUXI_STREAM_TTL, default 2h) bounds a run stream that never
+	// ends; StreamTail (YUXI_STREAM_TAIL, default 5m) is how long a stream
+	// lives after its end (runstream.Config).
+	StreamTTL          time.Duration
+	StreamTail         time.Duration
 	OutboxKeyRetention time.Duration
 	SweepInterval      time.Duration // YUXI_SWEEP_INTERVAL (default 10s; local runner only)
 	SweepStale         time.Duration // YUXI_SWEEP_STALE (default 10m)
@@ -136,6 +141,8 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		{"YUXI_STEP_LEASE", &c.StepLease, 60 * time.Second},
 		{"YUXI_OUTBOX_CLAIM", &c.OutboxClaim, 30 * time.Second},
 		{"YUXI_OUTBOX_RETENTION", &c.OutboxRetention, 24 * time.Hour},
+		{"YUXI_STREAM_TTL", &c.StreamTTL, 2 * time.Hour},
+		{"YUXI_STREAM_TAIL", &c.StreamTail, 5 * time.Minute},
 		{"YUXI_OUTBOX_KEY_RETENTION", &c.OutboxKeyRetention, 7 * 24 * time.Hour},
 		{"YUXI_SWEEP_INTERVAL", &c.SweepInterval, 10 * time.Second},
 		{"YUXI_SWEEP_STALE", &c.SweepStale, 10 * time.Minute},
@@ -216,6 +223,9 @@ func (c Config) validate() error {
 	}
 	if c.OutboxKeyRetention < c.OutboxRetention {
 		return fmt.Errorf("YUXI_OUTBOX_KEY_RETENTION must not be shorter than YUXI_OUTBOX_RETENTION")
+	}
+	if c.StreamTail > c.StreamTTL {
+		return fmt.Errorf("YUXI_STREAM_TAIL must not be longer than YUXI_STREAM_TTL")
 	}
 	if c.StepLease < 3*time.Millisecond {
 		return fmt.Errorf("YUXI_STEP_LEASE is too short")

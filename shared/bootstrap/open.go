@@ -102,7 +102,7 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
-	scfg := runstream.Config{Prefix: cfg.RedisPrefix}
+	scfg := runstream.Config{Prefix: cfg.RedisPrefix, StreamTTL: cfg.StreamTTL, EndTail: cfg.StreamTail}
 	app := &App{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
 	app.Stream = runstream.NewWriter(rdb, scfg)
 	app.Hub = runstream.NewHub(rdb, scfg, log)
