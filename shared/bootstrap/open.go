@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -51,6 +52,8 @@ type App struct {
 	Failures outbox.FailureStore
 	// Knowledge holds the knowledge-base engines.
 	Knowledge *Knowledge
+
+	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
 }
 
 // Options choose how the process publishes events.

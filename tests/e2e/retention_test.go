@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -42,5 +44,42 @@ func TestClientAfterTheStreamTailReadsTheFinalMessageFromPostgres(t *testing.T) 
 	hist := c.OK("GET", "/api/chat/thread/"+th+"/history", nil)["history"].([]any)
 	if len(hist) != 2 || hist[1].(map[string]any)["content"] != "Kept in Postgres" {
 		t.Fatalf("history after the tail: %v", hist)
+	}
+}
+
+// A temp object left by a process killed mid-write (here: planted, an hour
+// old) is removed by the sweep; one being written right now is not.
+func TestSweepRemovesTempObjectsOfDeadWrites(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	stale := filepath.Join(p.BlobDir, "kb~", "kb_1~", "upload~", "~tmp-deadbeef")
+	fresh := filepath.Join(p.BlobDir, "kb~", "kb_1~", "~tmp-inflight")
+	for _, f := range []string{stale, fresh} {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, []byte("half an upload"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(stale, old, old); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Stat(stale); os.IsNotExist(err) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the sweep never removed the stale temp object")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("a fresh temp object was removed: %v", err)
+	}
+	if _, err := os.Stat(filepath.Dir(stale)); !os.IsNotExist(err) {
+		t.Errorf("the directory the stale temp object left empty is still there: %v", err)
 	}
 }
