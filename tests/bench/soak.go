@@ -237,6 +237,9 @@ sampling:
 		case <-loadCtx.Done():
 			break sampling
 		case <-tick.C:
+			if loadCtx.Err() != nil {
+				break sampling // the load ended with this tick: clients are leaving
+			}
 			if err := take(); err != nil {
 				return err
 			}
