@@ -44,6 +44,11 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors
 	$(GO) run ./tests/bench
 
+SOAK ?= 10m
+.PHONY: soak
+soak: services ## Soak the platform for $(SOAK) at 20 runs/s with 200 SSE clients; print growth per 1,000 runs (SOAK=90s for a short check)
+	$(GO) run ./tests/bench -soak $(SOAK)
+
 .PHONY: lint
 lint: ## go vet, gofmt, and the architecture rules (function isolation, events imports)
 	$(GO) vet ./...

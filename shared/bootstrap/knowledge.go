@@ -231,5 +231,35 @@ func (f FileSweeper) Sweep(ctx context.Context) error {
 	if n > 0 {
 		f.a.Log.Info("sweep purged deleted knowledge bases", "count", n)
 	}
-	return errors.Join(err, perr)
+	return errors.Join(err, perr, f.removeTemp(ctx))
+}
+
+// tempRemover is an object store that can leave temp objects behind when its
+// process dies mid-write (blob.Local). The S3 store cannot: an object appears
+// only when its upload completes.
+type tempRemover interface {
+	RemoveTemp(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// removeTemp deletes temp objects older than YUXI_FILE_LEASE (a write that
+// old belongs to a dead process: a live one keeps touching its file), at
+// most once per YUXI_FILE_GRACE since it walks the whole store.
+func (f FileSweeper) removeTemp(ctx context.Context) error {
+	tr, ok := f.a.Knowledge.Blob.(tempRemover)
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	last := f.a.tempSweptAt.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < f.a.Config.FileGrace {
+		return nil
+	}
+	if !f.a.tempSweptAt.CompareAndSwap(last, now.UnixNano()) {
+		return nil // another sweep of this process is at it
+	}
+	n, err := tr.RemoveTemp(ctx, f.a.Config.FileLease)
+	if n > 0 {
+		f.a.Log.Info("sweep removed temp objects left by a dead process", "count", n)
+	}
+	return err
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -51,6 +52,8 @@ type App struct {
 	Failures outbox.FailureStore
 	// Knowledge holds the knowledge-base engines.
 	Knowledge *Knowledge
+
+	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
 }
 
 // Options choose how the process publishes events.
@@ -102,7 +105,7 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 		_ = rdb.Close()
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
-	scfg := runstream.Config{Prefix: cfg.RedisPrefix}
+	scfg := runstream.Config{Prefix: cfg.RedisPrefix, StreamTTL: cfg.StreamTTL, EndTail: cfg.StreamTail}
 	app := &App{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
 	app.Stream = runstream.NewWriter(rdb, scfg)
 	app.Hub = runstream.NewHub(rdb, scfg, log)
@@ -116,7 +119,8 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
 		}
 	}
-	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes}, log)
+	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes,
+		Retention: cfg.OutboxRetention, KeyRetention: cfg.OutboxKeyRetention}, log)
 	app.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: app.Relay}
 	if err := app.openKnowledge(); err != nil {
 		pool.Close()

@@ -4,7 +4,8 @@
 // Producer side (agent-step, tool-invoke, the dispatcher's recovery sweeps):
 // Writer appends enveloped events to {prefix}run:events:{run_id} (XADD with an
 // approximate MAXLEN and a TTL refreshed on every append), appends the single
-// `end` event at most once with AppendOnce, batches model token chunks into
+// `end` event at most once with AppendOnce (after which the stream lives only
+// Config.EndTail; later clients read the final messages from Postgres), batches model token chunks into
 // `messages` events with Batcher, signals and watches cancellation
 // ({prefix}run:cancel:{run_id} plus a per-run pub/sub channel), and wakes
 // request-SSE clients through {prefix}queue:events:{thread_id}.

@@ -1,7 +1,8 @@
 // Package dispatcher is the handler of the dispatcher function. On
 // run.finished it makes sure the run's stream carries its closing events and
 // dispatches the thread's next queued request. On a schedule (sweep) it
-// republishes unacknowledged outbox rows, re-drives runs whose worker died,
+// republishes unacknowledged outbox rows, prunes published ones past their
+// retention window, re-drives runs whose worker died,
 // ends cancel-requested runs nobody works on, and dispatches ready queues
 // whose run.finished event was lost.
 //
@@ -28,9 +29,11 @@ type Queue interface {
 	DispatchNext(ctx context.Context, uid, agentSlug, threadID string) (string, error)
 }
 
-// Outbox republishes unacknowledged rows.
+// Outbox republishes unacknowledged rows and prunes published ones past
+// their retention window.
 type Outbox interface {
 	Sweep(ctx context.Context) (int, error)
+	Prune(ctx context.Context) (int, error)
 }
 
 // Files recovers knowledge-base files whose parsing or indexing stalled.
@@ -107,6 +110,11 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 			errs = append(errs, err)
 		} else if n > 0 {
 			h.log.Info("sweep republished outbox rows", "count", n)
+		}
+		if n, err := h.outbox.Prune(ctx); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			h.log.Debug("sweep pruned published outbox rows", "count", n)
 		}
 	}
 	recs, err := h.runs.RecoverStuck(ctx, h.cfg.Sweep)
