@@ -127,7 +127,7 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 	app.Runs = run.NewStore(pool, app.Outbox)
 	app.Agents = agent.NewStore(pool, app.Tools.Has)
 	app.Threads = thread.NewStore(pool)
-	app.Queue = queue.NewService(pool, app.Outbox, app.Agents, modelCatalog{models}, app.Stream)
+	app.Queue = queue.NewService(pool, app.Outbox, app.Runs, app.Agents, modelCatalog{models}, app.Stream)
 	return app, nil
 }
 

@@ -131,7 +131,7 @@ func (s *Service) Continue(ctx context.Context, uid, agentSlug, threadID string)
 		case "ready":
 			return failure.Conflict("queue_not_paused", "the queue is not paused")
 		}
-		out, _, err = dispatchHead(ctx, tx, emit, sc, true)
+		out, _, err = s.dispatchHead(ctx, tx, emit, sc, true)
 		return err
 	})
 	if err != nil {
@@ -190,7 +190,7 @@ func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Req
 			return err
 		}
 		// Removing a paused head may make the queue ready again.
-		_, _, err = dispatchHead(ctx, tx, emit, sc, false)
+		_, _, err = s.dispatchHead(ctx, tx, emit, sc, false)
 		return err
 	})
 	if err != nil {
@@ -248,7 +248,7 @@ func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, er
 			return err
 		}
 		if active == nil {
-			d, _, err := dispatchHead(ctx, tx, emit, sc, false)
+			d, _, err := s.dispatchHead(ctx, tx, emit, sc, false)
 			if err != nil {
 				return err
 			}
@@ -394,7 +394,7 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		payload.Resume = in.Resume
 		parentID := parent.ID
 		runID := NewID("run_")
-		r, err := run.Create(ctx, tx, run.NewRun{ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID,
+		r, err := s.runs.CreateTx(ctx, tx, run.NewRun{ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID,
 			AgentSlug: sc.AgentSlug, UID: sc.UID, RequestID: in.RequestID, Source: parent.Source, Channel: parent.Channel,
 			RunType: run.TypeResume, CreatedByRunID: &parentID, InputMessageID: msgID, Payload: payload})
 		if err != nil {

@@ -70,14 +70,16 @@ type Notifier interface {
 type Service struct {
 	pool     *pgxpool.Pool
 	outbox   *outbox.Outbox
+	runs     *run.Store
 	agents   *agent.Store
 	models   Models
 	notifier Notifier
 }
 
-// NewService returns the queue service. notifier may be nil.
-func NewService(pool *pgxpool.Pool, ob *outbox.Outbox, agents *agent.Store, models Models, notifier Notifier) *Service {
-	return &Service{pool: pool, outbox: ob, agents: agents, models: models, notifier: notifier}
+// NewService returns the queue service; runs are created through runs, the
+// owner of agent_runs. notifier may be nil.
+func NewService(pool *pgxpool.Pool, ob *outbox.Outbox, runs *run.Store, agents *agent.Store, models Models, notifier Notifier) *Service {
+	return &Service{pool: pool, outbox: ob, runs: runs, agents: agents, models: models, notifier: notifier}
 }
 
 // Request is an agent_run_requests row.
@@ -208,7 +210,7 @@ func position(ctx context.Context, db postgres.DB, r Request) (int, error) {
 
 // dispatchHead turns the queue head into a pending run when the queue is
 // ready (or paused, with force). It returns the dispatched request, if any.
-func dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
+func (s *Service) dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
 	st, err := state(ctx, tx, sc)
 	if err != nil {
 		return nil, "", err
@@ -222,7 +224,7 @@ func dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scop
 		return nil, "", fmt.Errorf("decode payload of request %s: %w", h.RequestID, err)
 	}
 	runID := NewID("run_")
-	_, err = run.Create(ctx, tx, run.NewRun{
+	_, err = s.runs.CreateTx(ctx, tx, run.NewRun{
 		ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID, AgentSlug: sc.AgentSlug, UID: sc.UID,
 		RequestID: h.RequestID, Source: h.Source, Channel: h.Channel, RunType: run.TypeChat,
 		InputMessageID: h.InputMessageID, Payload: payload,
@@ -274,7 +276,7 @@ func (s *Service) DispatchNext(ctx context.Context, uid, agentSlug, threadID str
 		if err != nil {
 			return err
 		}
-		_, runID, err = dispatchHead(ctx, tx, emit, sc, false)
+		_, runID, err = s.dispatchHead(ctx, tx, emit, sc, false)
 		return err
 	})
 	if err == nil && runID != "" {

@@ -220,7 +220,7 @@ type NewRun struct {
 	Channel        string
 	RunType        string
 	CreatedByRunID *string
-	InputMessageID int64
+	InputMessageID int64 // 0: the newest user message of RequestID (see QueueCreate)
 	Payload        Payload
 }
 
@@ -228,29 +228,74 @@ type NewRun struct {
 // one-active-run-per-thread index refused a second).
 var ErrThreadBusy = failure.Conflict("run_busy", "the thread already has an active run")
 
-// Create inserts a pending run. The caller holds the thread's row lock
-// (thread.Lock), under which the one-active-run index cannot refuse; if it
-// does anyway the statement fails with ErrThreadBusy and the caller's
-// transaction is aborted. The caller emits the first step event.
-func Create(ctx context.Context, db postgres.DB, n NewRun) (Run, error) {
+// insertRunSQL inserts a pending run. $11 is the input message; when it is
+// NULL the run's input is the newest user message of the request ($6) in the
+// conversation ($3) — written earlier in the same transaction by intake.
+const insertRunSQL = `
+	INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
+		request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
+	VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10,
+		coalesce($11::bigint, (SELECT id FROM messages WHERE conversation_id = $3 AND request_id = $6 AND role = 'user'
+			ORDER BY id DESC LIMIT 1)), $12)`
+
+func insertRunArgs(n NewRun) ([]any, error) {
 	payload, err := json.Marshal(n.Payload)
+	if err != nil {
+		return nil, err
+	}
+	var input *int64
+	if n.InputMessageID != 0 {
+		input = &n.InputMessageID
+	}
+	return []any{n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
+		n.CreatedByRunID, n.RunType, input, payload}, nil
+}
+
+// createErr maps the insert's failure: the one-active-run index refusing a
+// second run is ErrThreadBusy.
+func createErr(err error) error {
+	if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
+		return ErrThreadBusy
+	}
+	if err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	return nil
+}
+
+// CreateTx inserts a pending run inside tx (a pgx.Tx, or a connection inside
+// BEGIN). The caller holds the thread's row lock (thread.Lock), under which
+// the one-active-run index cannot refuse; if it does anyway the statement
+// fails with ErrThreadBusy and the caller's transaction is aborted. The caller
+// emits the first step event in the same transaction.
+func (s *Store) CreateTx(ctx context.Context, tx postgres.DB, n NewRun) (Run, error) {
+	args, err := insertRunArgs(n)
 	if err != nil {
 		return Run{}, err
 	}
-	r, err := scanRun(db.QueryRow(ctx, `
-		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
-			request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
-		VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, $12)
-		RETURNING `+runCols,
-		n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
-		n.CreatedByRunID, n.RunType, n.InputMessageID, payload))
-	if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
-		return Run{}, ErrThreadBusy
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("create run: %w", err)
+	r, err := scanRun(tx.QueryRow(ctx, insertRunSQL+` RETURNING `+runCols, args...))
+	if err := createErr(err); err != nil {
+		return Run{}, err
 	}
 	return r, nil
+}
+
+// QueueCreate queues CreateTx's insert on b, to be sent in a pipeline with
+// the caller's other statements of the same transaction (intake's fast path
+// writes the message, the run and the request in one round trip). With
+// n.InputMessageID zero, the input message is found by n.RequestID: queue the
+// message's insert ahead of this one. A refused insert makes the batch fail
+// with ErrThreadBusy.
+func (s *Store) QueueCreate(b *pgx.Batch, n NewRun) error {
+	args, err := insertRunArgs(n)
+	if err != nil {
+		return err
+	}
+	b.Queue(insertRunSQL+` RETURNING id`, args...).QueryRow(func(row pgx.Row) error {
+		var id string
+		return createErr(row.Scan(&id))
+	})
+	return nil
 }
 
 // View is the public shape of a run (GET /api/agent/runs/{id}).

@@ -101,7 +101,7 @@ func New(t testing.TB) *Fixture {
 	agents := agent.NewStore(pool, tools.Has)
 	f := &Fixture{T: t, Pool: pool, URL: url, Recorder: rec, Relay: relay, Outbox: ob, Runs: run.NewStore(pool, ob),
 		Agents: agents, Threads: thread.NewStore(pool), Tools: tools}
-	f.Queue = queue.NewService(pool, ob, agents, Models{Default: "fake:model"}, nil)
+	f.Queue = queue.NewService(pool, ob, f.Runs, agents, Models{Default: "fake:model"}, nil)
 	return f
 }
 
