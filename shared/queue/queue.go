@@ -166,7 +166,7 @@ func head(ctx context.Context, db postgres.DB, sc Scope) (*Request, error) {
 }
 
 func state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
-	active, err := run.ActiveForThread(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
+	runs, err := run.ThreadRunsOf(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
 	if err != nil {
 		return State{}, err
 	}
@@ -174,13 +174,10 @@ func state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if active != nil {
+	if active := runs.Active; active != nil {
 		return State{Status: "running", BlockingRunID: &active.ID, head: h}, nil
 	}
-	latest, err := run.LatestForThread(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
-	if err != nil {
-		return State{}, err
-	}
+	latest := runs.Latest
 	if latest != nil && latest.Status == run.StatusInterrupted {
 		return State{Status: "interrupted", BlockingRunID: &latest.ID, head: h}, nil
 	}
@@ -283,6 +280,37 @@ func (s *Service) DispatchNext(ctx context.Context, uid, agentSlug, threadID str
 		s.notify(ctx, threadID, "dispatched")
 	}
 	return runID, err
+}
+
+// Key names one queue: a user's agent on a thread.
+type Key struct {
+	UID       string
+	AgentSlug string
+	ThreadID  string
+}
+
+// ReadyQueues lists queues that have requests queued longer than olderThan
+// but no active run: candidates for dispatch when a run.finished event was
+// lost (the dispatcher's sweep calls DispatchNext on each).
+func (s *Service) ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([]Key, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.uid, q.agent_slug, q.conversation_thread_id FROM agent_run_requests q
+		WHERE q.status = 'queued' AND q.created_at < clock_timestamp() - $1::interval
+		  AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.uid = q.uid AND r.agent_slug = q.agent_slug
+		      AND r.conversation_thread_id = q.conversation_thread_id AND r.status IN ('pending', 'running', 'cancel_requested'))
+		LIMIT $2`, olderThan.String(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Key
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.UID, &k.AgentSlug, &k.ThreadID); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 func subjectOf(uid, role string, dept *int64) access.Subject {

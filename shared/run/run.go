@@ -119,19 +119,27 @@ func prefixed(table, cols string) string {
 func scanRunWith(row pgx.Row, extra ...any) (Run, error) {
 	var r Run
 	var payload []byte
-	dest := []any{&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
-		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, &payload, &r.TokenUsage,
-		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
-		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	if err := row.Scan(append(runDest(&r, &payload), extra...)...); err != nil {
 		return r, err
 	}
+	return r, decodePayload(&r, payload)
+}
+
+// runDest are the scan destinations of runCols.
+func runDest(r *Run, payload *[]byte) []any {
+	return []any{&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
+		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, payload, &r.TokenUsage,
+		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
+		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt}
+}
+
+func decodePayload(r *Run, payload []byte) error {
 	if len(payload) > 0 {
 		if err := json.Unmarshal(payload, &r.Payload); err != nil {
-			return r, fmt.Errorf("decode input_payload of run %s: %w", r.ID, err)
+			return fmt.Errorf("decode input_payload of run %s: %w", r.ID, err)
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // Store is the run repository.
@@ -164,6 +172,19 @@ func Load(ctx context.Context, db postgres.DB, id string) (Run, error) {
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("load run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// LoadByRequest reads the run of a request id through db; ErrNotFound when
+// none exists.
+func LoadByRequest(ctx context.Context, db postgres.DB, requestID string) (Run, error) {
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE request_id = $1`, requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("load run of request %s: %w", requestID, err)
 	}
 	return r, nil
 }
@@ -206,6 +227,45 @@ func ActiveForThread(ctx context.Context, db postgres.DB, uid, agentSlug, thread
 		return nil, err
 	}
 	return &r, nil
+}
+
+// ThreadRuns is what a queue needs to know of a thread's runs.
+type ThreadRuns struct {
+	Active *Run // the non-terminal run, if any
+	Latest *Run // the newest chat or resume run, if any
+}
+
+// ThreadRunsOf reads the active and the latest run of (uid, agent, thread) in
+// one statement.
+func ThreadRunsOf(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (ThreadRuns, error) {
+	rows, err := db.Query(ctx, `
+		(SELECT true, `+runCols+` FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+			AND status IN ('pending', 'running', 'cancel_requested'))
+		UNION ALL
+		(SELECT false, `+runCols+` FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+			AND run_type IN ('chat', 'resume') ORDER BY created_at DESC, id DESC LIMIT 1)`, uid, agentSlug, threadID)
+	if err != nil {
+		return ThreadRuns{}, err
+	}
+	defer rows.Close()
+	var out ThreadRuns
+	for rows.Next() {
+		var active bool
+		var r Run
+		var payload []byte
+		if err := rows.Scan(append([]any{&active}, runDest(&r, &payload)...)...); err != nil {
+			return ThreadRuns{}, err
+		}
+		if err := decodePayload(&r, payload); err != nil {
+			return ThreadRuns{}, err
+		}
+		if active {
+			out.Active = &r
+		} else {
+			out.Latest = &r
+		}
+	}
+	return out, rows.Err()
 }
 
 // NewRun describes a run to create.

@@ -124,26 +124,3 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 		DedupeKey: fmt.Sprintf("step:%s:%d:r%d", r.ID, r.StepCount+1, n),
 	})
 }
-
-// ReadyQueues lists (uid, agent, thread) scopes that have queued requests but
-// no active run: candidates for dispatch when a run.finished event was lost.
-func (s *Store) ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([][3]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.uid, q.agent_slug, q.conversation_thread_id FROM agent_run_requests q
-		WHERE q.status = 'queued' AND q.created_at < clock_timestamp() - $1::interval
-		  AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.uid = q.uid AND r.agent_slug = q.agent_slug
-		      AND r.conversation_thread_id = q.conversation_thread_id AND r.status IN ('pending', 'running', 'cancel_requested'))
-		LIMIT $2`, olderThan.String(), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][3]string
-	for rows.Next() {
-		var k [3]string
-		if err := rows.Scan(&k[0], &k[1], &k[2]); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
-}

@@ -26,6 +26,7 @@ import (
 // Queue dispatches a thread's next request.
 type Queue interface {
 	DispatchNext(ctx context.Context, uid, agentSlug, threadID string) (string, error)
+	ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([]queue.Key, error)
 }
 
 // Outbox republishes unacknowledged rows.
@@ -126,15 +127,15 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 			errs = append(errs, err)
 		}
 	}
-	ready, err := h.runs.ReadyQueues(ctx, h.cfg.QueueGrace, 100)
+	ready, err := h.queue.ReadyQueues(ctx, h.cfg.QueueGrace, 100)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, k := range ready {
-		if id, err := h.queue.DispatchNext(ctx, k[0], k[1], k[2]); err != nil {
+		if id, err := h.queue.DispatchNext(ctx, k.UID, k.AgentSlug, k.ThreadID); err != nil {
 			errs = append(errs, err)
 		} else if id != "" {
-			h.log.Info("sweep dispatched a waiting request", "thread", k[2], "run", id)
+			h.log.Info("sweep dispatched a waiting request", "thread", k.ThreadID, "run", id)
 		}
 	}
 	return errors.Join(errs...)
