@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -142,15 +143,23 @@ func decodePayload(r *Run, payload []byte) error {
 	return nil
 }
 
-// Store is the run repository.
+// Store is the run repository: the only writer of agent_runs and of a run's
+// closing stream events (see stream.go).
 type Store struct {
 	pool   *pgxpool.Pool
 	outbox *outbox.Outbox
+	stream StreamAppender
+	log    *slog.Logger
 }
 
-// NewStore returns a store whose transactions publish through ob.
-func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox) *Store {
-	return &Store{pool: pool, outbox: ob}
+// NewStore returns a store whose transactions publish through ob and which
+// writes runs' closing events to stream. A nil stream writes none (tests of
+// the database alone); log may be nil.
+func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox, stream StreamAppender, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{pool: pool, outbox: ob, stream: stream, log: log}
 }
 
 // Pool returns the store's pool.

@@ -12,6 +12,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
 // ToolCall is a tool_calls row.
@@ -54,6 +55,7 @@ func GetToolCall(ctx context.Context, db postgres.DB, runID, toolCallID string) 
 // ToolResult is the outcome of running one tool call.
 type ToolResult struct {
 	RunID      string
+	ThreadID   string
 	ToolCallID string
 	Status     string // success | error | interrupted
 	Output     string
@@ -62,6 +64,10 @@ type ToolResult struct {
 	// interrupts the run (e.g. the first question asked).
 	InterruptType    string
 	InterruptMessage string
+	// Stream are events appended to the run's stream once the result is
+	// recorded (not for a duplicate), ahead of the closing events when the
+	// result ended the run.
+	Stream []runstream.OnceEvent
 }
 
 // FanIn reports what completing a tool call did.
@@ -75,7 +81,8 @@ type FanIn struct {
 
 // CompleteToolCall records a tool result. The last call of a step to finish
 // readies the next step — or, when a call waits for the user, ends the run
-// as interrupted. Recording an already-finished call is a no-op (Duplicate).
+// as interrupted (and closes its stream). Recording an already-finished call
+// is a no-op (Duplicate). After the commit, res.Stream is appended.
 func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
 	var out FanIn
 	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
@@ -149,6 +156,13 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 			DedupeKey: fmt.Sprintf("step:%s:%d", r.ID, stepNo+1),
 		})
 	})
+	switch {
+	case err != nil || out.Duplicate:
+	case out.Interrupted:
+		s.closed(ctx, out.Run, res.Stream...)
+	default:
+		s.appendBestEffort(ctx, Run{ID: res.RunID, ThreadID: res.ThreadID}, res.Stream)
+	}
 	return out, err
 }
 

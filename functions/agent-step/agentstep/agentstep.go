@@ -40,8 +40,6 @@ type Models interface {
 // Stream is the run event stream.
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
-	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
-	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 	NewBatcher(runID, threadID string, flushEvery time.Duration, maxChars int) *runstream.Batcher
 	WatchCancel(ctx context.Context, runID string) (<-chan struct{}, func())
 }
@@ -300,12 +298,13 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
 	h.crash("step.before_commit")
-	res, err := h.runs.CommitStep(ctx, run.StepCommit{
+	c := run.StepCommit{
 		Run: r, StepNo: s.in.StepNo, Owner: s.owner, StartedAt: started,
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
-	})
+	}
+	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
 		return nil
 	}
@@ -313,16 +312,10 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		return s.release(ctx, err)
 	}
 	h.crash("step.after_commit")
-	final := runstream.OnceEvent{Type: runstream.EventCustom, Payload: map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
-		"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "message_final", "message_id": out.streamMessageID,
-		"db_message_id": res.MessageID, "step_no": s.in.StepNo, "tool_call_count": len(calls)}}}
-	if res.Outcome == run.OutcomeTools {
-		if _, err := h.stream.AppendOnceBatch(ctx, r.ID, r.ThreadID, []runstream.OnceEvent{final}); err != nil {
-			h.log.Warn("append message_final", "run", r.ID, "error", err)
-		}
-		return nil
-	}
-	return endStream(ctx, h.stream, h.runs.Pool(), res.Run, h.log, final)
+	// The message_final marker, and the closing events when the step ended
+	// the run, are written by run (best effort; run.finished guarantees them).
+	h.runs.StreamStep(ctx, c, res)
+	return nil
 }
 
 // toolCalls gives every call a run-unique id: providers may repeat ids across
@@ -347,18 +340,14 @@ func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewTo
 	return out, nil
 }
 
-// finish ends the run at this step boundary (as the lease holder) and writes
-// the stream's final events.
+// finish ends the run at this step boundary (as the lease holder); run
+// writes the stream's closing events.
 func (s *step) finish(ctx context.Context, f run.Finish) error {
 	f.Owner = &s.owner
-	r, changed, err := s.h.runs.Finish(ctx, s.r.ID, f)
-	if err != nil {
+	if _, _, err := s.h.runs.Finish(ctx, s.r.ID, f); err != nil {
 		return s.release(ctx, err)
 	}
-	if !changed {
-		return nil
-	}
-	return endStream(ctx, s.h.stream, s.h.runs.Pool(), r, s.h.log)
+	return nil
 }
 
 // release gives the lease back after an infrastructure error so that the

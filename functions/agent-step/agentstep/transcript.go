@@ -3,10 +3,8 @@ package agentstep
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 
 	"github.com/yuxi-serverless/yuxi/shared/llm"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -105,11 +103,3 @@ func toolCallChunk(r run.Run, msgID string, index int, tc llm.ToolCall) map[stri
 			"args": args, "index": index}}
 }
 
-// endStream writes the final events of a finished run (see run.EndEvents).
-func endStream(ctx context.Context, st Stream, db postgres.DB, r run.Run, log *slog.Logger, prelude ...runstream.OnceEvent) error {
-	err := run.EndEvents(ctx, st, db, r, prelude...)
-	if err != nil {
-		log.Warn("append end events", "run", r.ID, "error", err)
-	}
-	return err
-}

@@ -54,20 +54,19 @@ type Handler struct {
 	runs   *run.Store
 	queue  Queue
 	outbox Outbox
-	stream run.StreamAppender
 	cfg    Config
 	log    *slog.Logger
 }
 
 // New returns the handler.
-func New(runs *run.Store, q Queue, ob Outbox, stream run.StreamAppender, cfg Config, log *slog.Logger) *Handler {
+func New(runs *run.Store, q Queue, ob Outbox, cfg Config, log *slog.Logger) *Handler {
 	if cfg.QueueGrace <= 0 {
 		cfg.QueueGrace = 30 * time.Second
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{runs: runs, queue: q, outbox: ob, stream: stream, cfg: cfg, log: log}
+	return &Handler{runs: runs, queue: q, outbox: ob, cfg: cfg, log: log}
 }
 
 // Register adds the handlers to a function router; a Knative PingSource tick
@@ -78,19 +77,14 @@ func (h *Handler) Register(r *faas.Router) {
 	faas.OnType(r, events.TypeKnativePing, h.Sweep)
 }
 
-// RunFinished closes the run's stream and dispatches the next request.
+// RunFinished makes sure the run's stream is closed (run), then dispatches
+// the thread's next request (queue): run first, queue second, never back.
 func (h *Handler) RunFinished(ctx context.Context, in events.RunFinished) error {
-	r, err := run.Load(ctx, h.runs.Pool(), in.RunID)
-	if errors.Is(err, run.ErrNotFound) {
+	r, err := h.runs.CloseStream(ctx, in.RunID)
+	if errors.Is(err, run.ErrNotFound) || errors.Is(err, run.ErrNotTerminal) {
 		return faas.Permanent(err)
 	}
 	if err != nil {
-		return err
-	}
-	if !run.IsTerminal(r.Status) {
-		return faas.Permanent(errors.New("run.finished for a run that is not terminal"))
-	}
-	if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), r); err != nil {
 		return err
 	}
 	if h.cfg.Crash != nil {
@@ -116,11 +110,6 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 	}
 	for _, rec := range recs {
 		h.log.Info("sweep recovered run", "run", rec.RunID, "action", rec.Action)
-		if rec.Action == "cancelled" || rec.Action == "failed" {
-			if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), rec.Run); err != nil {
-				errs = append(errs, err)
-			}
-		}
 	}
 	if h.cfg.Files != nil {
 		if err := h.cfg.Files.Sweep(ctx); err != nil {

@@ -37,7 +37,6 @@ type Tools interface {
 // Stream is the run event stream.
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
-	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 }
 
 // Config tunes the handler.
@@ -139,16 +138,7 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 }
 
 func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
-	out.RunID, out.ToolCallID = r.ID, tc.ToolCallID
-	h.crash("tool.before_complete")
-	fan, err := h.runs.CompleteToolCall(ctx, out)
-	if err != nil {
-		return err
-	}
-	h.crash("tool.after_complete")
-	if fan.Duplicate {
-		return nil
-	}
+	out.RunID, out.ThreadID, out.ToolCallID = r.ID, r.ThreadID, tc.ToolCallID
 	if out.Status != "cancelled" {
 		data := map[string]any{"output": out.Output}
 		if out.Status == "error" {
@@ -157,27 +147,33 @@ func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out ru
 		if out.Status == "interrupted" {
 			data = map[string]any{"interrupt": out.InterruptType}
 		}
-		h.toolEvent(ctx, r, tc, "tool-finished", data)
+		// run appends it once the result is recorded, ahead of the closing
+		// events when this call ends the run.
+		out.Stream = []runstream.OnceEvent{{Type: runstream.EventCustom, Payload: toolEventPayload(r, tc, "tool-finished", data)}}
 	}
-	if fan.Interrupted {
-		if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), fan.Run); err != nil {
-			h.log.Warn("append end events", "run", r.ID, "error", err)
-		}
+	h.crash("tool.before_complete")
+	if _, err := h.runs.CompleteToolCall(ctx, out); err != nil {
+		return err
 	}
+	h.crash("tool.after_complete")
 	return nil
 }
 
 func (h *Handler) toolEvent(ctx context.Context, r run.Run, tc run.ToolCall, kind string, extra map[string]any) {
+	if _, err := h.stream.Append(context.WithoutCancel(ctx), r.ID, r.ThreadID, runstream.EventCustom,
+		toolEventPayload(r, tc, kind, extra)); err != nil {
+		h.log.Warn("append tool event", "run", r.ID, "error", err)
+	}
+}
+
+func toolEventPayload(r run.Run, tc run.ToolCall, kind string, extra map[string]any) map[string]any {
 	data := map[string]any{"event": kind, "tool_call_id": tc.ToolCallID, "tool_name": tc.Name}
 	for k, v := range extra {
 		data[k] = v
 	}
 	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "stream_event",
 		"event": map[string]any{"method": "tools", "namespace": "", "data": data, "thread_id": r.ThreadID}}
-	if _, err := h.stream.Append(context.WithoutCancel(ctx), r.ID, r.ThreadID, runstream.EventCustom,
-		map[string]any{"name": "yuxi.stream_event", "chunk": chunk}); err != nil {
-		h.log.Warn("append tool event", "run", r.ID, "error", err)
-	}
+	return map[string]any{"name": "yuxi.stream_event", "chunk": chunk}
 }
 
 func truncate(s string, n int) string {
