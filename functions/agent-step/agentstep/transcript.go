@@ -102,4 +102,3 @@ func toolCallChunk(r run.Run, msgID string, index int, tc llm.ToolCall) map[stri
 		"stream_event": map[string]any{"type": "tool_call", "message_id": msgID, "tool_call_id": tc.ID, "name": tc.Name,
 			"args": args, "index": index}}
 }
-
