@@ -6,13 +6,21 @@
 // the backlog until the user continues; an interrupted run blocks new
 // messages until it is resumed.
 //
+// Dispatching creates the run in the same transaction, through run (the owner
+// of agent_runs): intake's fast path — an idle thread — writes the message,
+// the run (run.Store.QueueCreate) and the request in one pipelined round
+// trip; the dispatcher (DispatchNext, after run.finished), Continue, Steer,
+// CancelRequest and Resume use run.Store.CreateTx. queue owns
+// agent_run_requests and only reads agent_runs; it calls run, never the
+// other way round.
+//
 // The thread row lock (SELECT … FOR UPDATE on conversations) serializes every
 // queue change of a thread; the database's one-active-run-per-thread index is
 // the last line of defence.
 //
-// Imported by: functions/intake, functions/dispatcher. May import: events,
-// shared/run, shared/thread, shared/agent, shared/access, shared/outbox,
-// shared/postgres, shared/failure, pgx.
+// Imported by: functions/intake, functions/dispatcher, shared/bootstrap,
+// tests. May import: events, shared/run, shared/thread, shared/agent,
+// shared/access, shared/outbox, shared/postgres, shared/failure, pgx.
 package queue
 
 import (

@@ -8,9 +8,17 @@
 // the outbox. Model and tool calls are at-least-once; a step record is written
 // exactly once per (run, step): a redelivered or raced step is a no-op.
 //
-// Imported by: shared/queue, functions (agent-step, tool-invoke, dispatcher,
-// intake). May import: events, shared/outbox, shared/postgres, shared/failure,
-// shared/agent, pgx.
+// run is the only writer of agent_runs (and of agent_run_steps,
+// agent_run_attempts, tool_calls) and of a run's closing stream events
+// (interrupt, error, end; see stream.go). Runs are created by the queue, in
+// the queue's transaction, through Store.CreateTx or — pipelined with intake's
+// other statements — Store.QueueCreate. run never calls the queue: the
+// dependency is queue → run, one way.
+//
+// Imported by: shared/queue, shared/bootstrap, functions (agent-step,
+// tool-invoke, dispatcher, intake), infra/local, tests. May import: events,
+// shared/outbox, shared/postgres, shared/failure, shared/agent,
+// shared/runstream, pgx.
 package run
 
 import (

@@ -1,9 +1,12 @@
 // Package dispatcher is the handler of the dispatcher function. On
-// run.finished it makes sure the run's stream carries its closing events and
-// dispatches the thread's next queued request. On a schedule (sweep) it
-// republishes unacknowledged outbox rows, re-drives runs whose worker died,
-// ends cancel-requested runs nobody works on, and dispatches ready queues
-// whose run.finished event was lost.
+// run.finished it asks run to make sure the run's stream carries its closing
+// events (run.Store.CloseStream), then asks the queue to dispatch the
+// thread's next queued request — run first, queue second. On a schedule
+// (sweep) it republishes unacknowledged outbox rows, re-drives runs whose
+// worker died and ends cancel-requested runs nobody works on (run closes
+// their streams), and dispatches ready queues whose run.finished event was
+// lost. It does not create runs on the fast path: intake does, in its
+// transaction, when a thread is idle.
 //
 // Every action is idempotent: duplicate and out-of-order deliveries are safe.
 //
