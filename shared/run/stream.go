@@ -76,18 +76,11 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 	if r.ErrorMessage != nil {
 		errMsg = *r.ErrorMessage
 	}
-	chunk := func(kv map[string]any) map[string]any {
-		out := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID}
-		for k, v := range kv {
-			out[k] = v
-		}
-		return out
-	}
 	evs := append([]runstream.OnceEvent(nil), prelude...)
 	switch r.Status {
 	case StatusCancelled:
-		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: map[string]any{
-			"reason": "cancelled", "chunk": chunk(map[string]any{"status": "cancelled", "message": errMsg})}})
+		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.CancelChunk]{
+			Reason: "cancelled", Chunk: runstream.CancelChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkCancelled, Message: errMsg}}})
 	case StatusInterrupted:
 		calls, err := InterruptedCalls(ctx, s.pool, r.ID)
 		if err != nil {
@@ -104,14 +97,15 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 				questions = append(questions, stored.Questions...)
 			}
 		}
-		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: map[string]any{
-			"reason": errType, "chunk": chunk(map[string]any{"status": errType, "questions": questions,
-				"tool_call_ids": toolCallIDs, "message": errMsg, "source": "ask_user_question"})}})
+		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.QuestionsChunk]{
+			Reason: errType, Chunk: runstream.QuestionsChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: errType,
+				Questions: questions, ToolCallIDs: toolCallIDs, Message: errMsg, Source: "ask_user_question"}}})
 	case StatusFailed:
-		evs = append(evs, runstream.OnceEvent{OnceKey: "error", Type: runstream.EventError, Payload: map[string]any{
-			"chunk": chunk(map[string]any{"status": "error", "error_type": errType, "error_message": errMsg, "retryable": false}), "retryable": false}})
+		evs = append(evs, runstream.OnceEvent{OnceKey: "error", Type: runstream.EventError, Payload: runstream.Error{
+			Chunk: runstream.ErrorChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkError,
+				ErrorType: errType, ErrorMessage: errMsg}}})
 	}
-	evs = append(evs, runstream.OnceEvent{OnceKey: "end", Type: runstream.EventEnd, Payload: map[string]any{"status": r.Status, "request_id": r.RequestID}})
+	evs = append(evs, runstream.OnceEvent{OnceKey: "end", Type: runstream.EventEnd, Payload: runstream.End{Status: r.Status, RequestID: r.RequestID}})
 	_, err := s.stream.AppendOnceBatch(ctx, r.ID, r.ThreadID, evs)
 	return err
 }
@@ -122,9 +116,10 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 // guarantee). agent-step calls it after CommitStep.
 func (s *Store) StreamStep(ctx context.Context, c StepCommit, res StepResult) {
 	r := res.Run
-	final := runstream.OnceEvent{Type: runstream.EventCustom, Payload: map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
-		"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "message_final", "message_id": c.StreamMessageID,
-		"db_message_id": res.MessageID, "step_no": c.StepNo, "tool_call_count": len(c.ToolCalls)}}}
+	final := runstream.OnceEvent{Type: runstream.EventCustom, Payload: runstream.Custom[runstream.MessageFinal]{
+		Name: runstream.CustomMessageFinal, Chunk: runstream.MessageFinal{RequestID: r.RequestID, ThreadID: r.ThreadID,
+			Status: runstream.ChunkMessageFinal, MessageID: c.StreamMessageID, DBMessageID: res.MessageID, StepNo: c.StepNo,
+			ToolCallCount: len(c.ToolCalls)}}}
 	if res.Outcome == OutcomeTools {
 		s.appendBestEffort(ctx, r, []runstream.OnceEvent{final})
 		return

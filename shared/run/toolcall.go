@@ -15,6 +15,18 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
+// Tool call statuses (tool_calls.status). A call starts pending (or
+// cancelled, when its step was committed while the run was being cancelled)
+// and is completed once; an interrupted call becomes success when the user's
+// answer is recorded.
+const (
+	ToolPending     = "pending"
+	ToolSuccess     = "success"
+	ToolError       = "error"
+	ToolInterrupted = "interrupted" // waits for the user (ask_user_question)
+	ToolCancelled   = "cancelled"
+)
+
 // ToolCall is a tool_calls row.
 type ToolCall struct {
 	ID         int64
@@ -57,7 +69,7 @@ type ToolResult struct {
 	RunID      string
 	ThreadID   string
 	ToolCallID string
-	Status     string // success | error | interrupted
+	Status     string // ToolSuccess, ToolError, ToolInterrupted or ToolCancelled
 	Output     string
 	Error      string
 	// InterruptMessage is shown as the run's error_message when the call
@@ -133,7 +145,7 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 		}
 		rows.Close()
 		if firstInterrupt.found {
-			if res.Status == "interrupted" && res.InterruptMessage != "" && firstInterrupt.msg == "" {
+			if res.Status == ToolInterrupted && res.InterruptMessage != "" && firstInterrupt.msg == "" {
 				firstInterrupt.msg = res.InterruptMessage
 			}
 			kind := firstInterrupt.kind

@@ -172,9 +172,9 @@ func (s *step) metadata() *runstream.OnceEvent {
 		return nil
 	}
 	r := s.r
-	return &runstream.OnceEvent{OnceKey: "metadata", Type: runstream.EventMetadata, Payload: map[string]any{
-		"request_id": r.RequestID, "agent_slug": r.AgentSlug, "uid": r.UID, "source": r.Source,
-		"run_type": r.RunType, "created_by_run_id": r.CreatedByRunID, "subagent_slug": nil}}
+	return &runstream.OnceEvent{OnceKey: "metadata", Type: runstream.EventMetadata, Payload: runstream.Metadata{
+		RequestID: r.RequestID, AgentSlug: r.AgentSlug, UID: r.UID, Source: r.Source,
+		RunType: r.RunType, CreatedByRunID: r.CreatedByRunID}}
 }
 
 // retryMarker tells clients that the step starts over: every message of the
@@ -182,10 +182,11 @@ func (s *step) metadata() *runstream.OnceEvent {
 // is to be discarded, including late deltas of an abandoned attempt.
 func (s *step) retryMarker(ctx context.Context, currentMessageID, reason string) {
 	r := s.r
-	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "retry", "step_no": s.in.StepNo,
-		"attempt": s.owner.Attempt, "discard_message_prefix": fmt.Sprintf("%s:%d:", r.ID, s.in.StepNo),
-		"current_message_id": currentMessageID, "reason": reason}
-	if _, err := s.h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom, map[string]any{"name": "yuxi.retry", "chunk": chunk}); err != nil {
+	chunk := runstream.Retry{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkRetry, StepNo: s.in.StepNo,
+		Attempt: s.owner.Attempt, DiscardMessagePrefix: fmt.Sprintf("%s:%d:", r.ID, s.in.StepNo),
+		CurrentMessageID: currentMessageID, Reason: reason}
+	if _, err := s.h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom,
+		runstream.Custom[runstream.Retry]{Name: runstream.CustomRetry, Chunk: chunk}); err != nil {
 		s.h.log.Warn("append retry marker", "run", r.ID, "error", err)
 	}
 }
