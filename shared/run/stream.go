@@ -25,7 +25,8 @@ type StreamAppender interface {
 //     since run.finished is committed with the transition and redelivered
 //     until CloseStream succeeds.
 //
-// The closing events are keyed, so writing them again adds nothing.
+// The closing events are keyed by their event type (at most one interrupt,
+// error and end per run), so writing them again adds nothing.
 
 // ErrNotTerminal: the run has not ended (its stream cannot be closed).
 var ErrNotTerminal = errors.New("run is not terminal")
@@ -79,7 +80,7 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 	evs := append([]runstream.OnceEvent(nil), prelude...)
 	switch r.Status {
 	case StatusCancelled:
-		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.CancelChunk]{
+		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventInterrupt, Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.CancelChunk]{
 			Reason: "cancelled", Chunk: runstream.CancelChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkCancelled, Message: errMsg}}})
 	case StatusInterrupted:
 		calls, err := InterruptedCalls(ctx, s.pool, r.ID)
@@ -97,15 +98,15 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 				questions = append(questions, stored.Questions...)
 			}
 		}
-		evs = append(evs, runstream.OnceEvent{OnceKey: "interrupt", Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.QuestionsChunk]{
+		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventInterrupt, Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.QuestionsChunk]{
 			Reason: errType, Chunk: runstream.QuestionsChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: errType,
 				Questions: questions, ToolCallIDs: toolCallIDs, Message: errMsg, Source: "ask_user_question"}}})
 	case StatusFailed:
-		evs = append(evs, runstream.OnceEvent{OnceKey: "error", Type: runstream.EventError, Payload: runstream.Error{
+		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventError, Type: runstream.EventError, Payload: runstream.Error{
 			Chunk: runstream.ErrorChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkError,
 				ErrorType: errType, ErrorMessage: errMsg}}})
 	}
-	evs = append(evs, runstream.OnceEvent{OnceKey: "end", Type: runstream.EventEnd, Payload: runstream.End{Status: r.Status, RequestID: r.RequestID}})
+	evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventEnd, Type: runstream.EventEnd, Payload: runstream.End{Status: r.Status, RequestID: r.RequestID}})
 	_, err := s.stream.AppendOnceBatch(ctx, r.ID, r.ThreadID, evs)
 	return err
 }

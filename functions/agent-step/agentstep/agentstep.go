@@ -172,7 +172,7 @@ func (s *step) metadata() *runstream.OnceEvent {
 		return nil
 	}
 	r := s.r
-	return &runstream.OnceEvent{OnceKey: "metadata", Type: runstream.EventMetadata, Payload: runstream.Metadata{
+	return &runstream.OnceEvent{OnceKey: runstream.EventMetadata, Type: runstream.EventMetadata, Payload: runstream.Metadata{
 		RequestID: r.RequestID, AgentSlug: r.AgentSlug, UID: r.UID, Source: r.Source,
 		RunType: r.RunType, CreatedByRunID: r.CreatedByRunID}}
 }
