@@ -37,7 +37,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	}
 	defer app.Close()
 	router := app.Router("dispatcher")
-	dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream,
+	dispatcher.New(app.Runs, app.Queue, app.Relay,
 		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: app.FileSweeper()}, app.Log).Register(router)
 	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("dispatcher")})

@@ -83,7 +83,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	}
 	step := agentstep.New(app.Runs, models, app.Tools, app.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, app.Log)
 	tools := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, app.Log)
-	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream, dispatcher.Config{
+	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: app.FileSweeper()}, app.Log)
 	k := app.Knowledge
 	parse := parsedoc.New(k.KBs, app.Outbox, k.Blob, k.Buckets, k.Parser, k.Keyword, k.Vectors, app.Stream,

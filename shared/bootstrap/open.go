@@ -128,10 +128,10 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 		return nil, err
 	}
 	app.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: pool}}, app.KnowledgeTools()...)...)
-	app.Runs = run.NewStore(pool, app.Outbox)
+	app.Runs = run.NewStore(pool, app.Outbox, app.Stream, log)
 	app.Agents = agent.NewStore(pool, app.Tools.Has)
 	app.Threads = thread.NewStore(pool)
-	app.Queue = queue.NewService(pool, app.Outbox, app.Agents, modelCatalog{models}, app.Stream)
+	app.Queue = queue.NewService(pool, app.Outbox, app.Runs, app.Agents, modelCatalog{models}, app.Stream)
 	return app, nil
 }
 

@@ -7,7 +7,9 @@ import (
 
 // compactEnvelope turns a verbose envelope into the compact one the web UI
 // asks for with ?verbose=false (contracts §3.7): {run_id, thread_id,
-// request_id?, payload} with only the fields the UI renders. keep is false for
+// request_id?, payload, schema_version} with only the fields the UI renders.
+// schema_version (an addition to the original's compact shape) tells clients
+// which version of the payload types (wire.go) they read. keep is false for
 // events the UI never renders (empty yuxi.agent_state). Data that is not a
 // JSON object passes through unchanged.
 func compactEnvelope(event string, data []byte) (out []byte, keep bool) {
@@ -20,7 +22,7 @@ func compactEnvelope(event string, data []byte) (out []byte, keep bool) {
 	payload := env["payload"]
 	p, _ := payload.(map[string]any)
 
-	c := pickPresent(env, "run_id", "thread_id")
+	c := pickPresent(env, "run_id", "thread_id", "schema_version")
 	switch event {
 	case EventMetadata:
 		c["payload"] = pickPresent(p, "run_type", "source")

@@ -14,7 +14,7 @@ func TestCompactEnvelope(t *testing.T) {
 			name:  "metadata keeps run_type and source only",
 			event: EventMetadata,
 			in:    `{"schema_version":1,"run_id":"r","thread_id":"t","event":"metadata","payload":{"request_id":"q","agent_slug":"a","uid":"u","source":"chat","run_type":"chat"},"created_at":"x"}`,
-			want:  `{"payload":{"run_type":"chat","source":"chat"},"run_id":"r","thread_id":"t"}`,
+			want:  `{"payload":{"run_type":"chat","source":"chat"},"run_id":"r","schema_version":1,"thread_id":"t"}`,
 		},
 		{
 			name:  "empty agent state is dropped",

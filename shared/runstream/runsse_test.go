@@ -229,11 +229,11 @@ func TestRunSSECompactEnvelopeWhenNotVerbose(t *testing.T) {
 	if len(evs) != 2 || evs[0].ID != msgID || evs[1].Event != EventEnd {
 		t.Fatalf("events %+v (empty agent_state must be dropped)", evs)
 	}
-	want := `{"payload":{"items":[{"status":"loading","stream_event":{"content":"hi","message_id":"m1","type":"message_delta"}}]},"request_id":"req-9","run_id":"r","thread_id":"th"}`
+	want := `{"payload":{"items":[{"status":"loading","stream_event":{"content":"hi","message_id":"m1","type":"message_delta"}}]},"request_id":"req-9","run_id":"r","schema_version":1,"thread_id":"th"}`
 	if evs[0].Data != want {
 		t.Fatalf("compact messages:\n%s\nwant\n%s", evs[0].Data, want)
 	}
-	if want := `{"payload":{"status":"completed"},"request_id":"req-9","run_id":"r","thread_id":"th"}`; evs[1].Data != want {
+	if want := `{"payload":{"status":"completed"},"request_id":"req-9","run_id":"r","schema_version":1,"thread_id":"th"}`; evs[1].Data != want {
 		t.Fatalf("compact synthetic end:\n%s\nwant\n%s", evs[1].Data, want)
 	}
 }

@@ -192,7 +192,8 @@ func countStepCommits(ctx context.Context, e *env, db benchDB, app *bootstrap.Ap
 	defer rdb.Close()
 	rh := &redisCounter{}
 	rdb.AddHook(rh)
-	h := agentstep.New(runs.NewStore(pool, ob), instantModels{}, app.Tools, runstream.NewWriter(rdb, runstream.Config{Prefix: cfg.RedisPrefix}),
+	stream := runstream.NewWriter(rdb, runstream.Config{Prefix: cfg.RedisPrefix})
+	h := agentstep.New(runs.NewStore(pool, ob, stream, app.Log), instantModels{}, app.Tools, stream,
 		agentstep.Config{WorkerID: "bench-agent-step-counted", Lease: cfg.StepLease}, app.Log)
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan struct{})

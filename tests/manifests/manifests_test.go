@@ -90,7 +90,7 @@ func eventRouters() map[string]*faas.Router {
 	}
 	add("agent-step", agentstep.New(nil, nil, nil, nil, agentstep.Config{}, nil).Register)
 	add("tool-invoke", toolinvoke.New(nil, nil, nil, toolinvoke.Config{}, nil).Register)
-	add("dispatcher", dispatcher.New(nil, nil, nil, nil, dispatcher.Config{}, nil).Register)
+	add("dispatcher", dispatcher.New(nil, nil, nil, dispatcher.Config{}, nil).Register)
 	add("doc-parse", parsedoc.New(nil, nil, nil, nil, nil, nil, nil, nil, parsedoc.Config{}, nil).Register)
 	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
 	return out

@@ -120,10 +120,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	}
 	ctx := context.WithoutCancel(r.Context())
 	switch outcome {
-	case run.CancelImmediate:
-		if err := run.EndEvents(ctx, s.d.Stream, s.d.Pool, ru); err != nil {
-			s.log.Warn("append end events", "run", ru.ID, "error", err)
-		}
+	case run.CancelImmediate: // run closed the stream
 		if s.d.Queue != nil {
 			_, _ = s.d.Stream.NotifyQueue(ctx, ru.ThreadID, map[string]any{"change": "run_cancelled"})
 		}
