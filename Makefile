@@ -45,7 +45,7 @@ bench: services bench-tools ## Measure the figures of tests/bench/README.md as r
 	$(GO) run ./tests/bench
 
 .PHONY: lint
-lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolation, events imports)
+lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolation, events imports, package docs vs imports)
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum are not tidy (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

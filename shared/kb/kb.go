@@ -10,7 +10,8 @@
 // Imported by: functions/intake (routes), functions/doc-parse,
 // functions/kb-index, tools that search knowledge. May import: events,
 // shared/access, shared/failure, shared/outbox, shared/postgres,
-// shared/chunk, shared/keyword, shared/vector, shared/embed, pgx.
+// shared/chunk, shared/keyword, shared/vector, shared/embed, shared/blob,
+// shared/blob/notify, pgx.
 package kb
 
 import (

@@ -10,7 +10,7 @@
 //
 // Imported by: shared/queue, functions (agent-step, tool-invoke, dispatcher,
 // intake). May import: events, shared/outbox, shared/postgres, shared/failure,
-// shared/agent, pgx.
+// shared/agent, shared/runstream, pgx.
 package run
 
 import (
