@@ -30,7 +30,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
-	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -281,10 +280,6 @@ func (s *Service) DispatchNext(ctx context.Context, uid, agentSlug, threadID str
 		s.notify(ctx, threadID, "dispatched")
 	}
 	return runID, err
-}
-
-func subjectOf(uid, role string, dept *int64) access.Subject {
-	return access.Subject{UID: uid, Role: role, DepartmentID: dept}
 }
 
 func trimmed(s string) string { return strings.TrimSpace(s) }
