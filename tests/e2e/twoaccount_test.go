@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
@@ -37,8 +38,12 @@ import (
 // or whose path names a parameter its fixture cannot fill, fails it, so a
 // new route or a new kind of check cannot go unprobed. It also checks that
 // the table's Check column tells the truth where it can: path parameters
-// are resource ids only with a check; a reader (shared read access) is
-// refused every manage route and served every read route.
+// are resource ids only with a check; a route with a read check changes
+// nothing (or is listed with its reason); a reader (shared read access) is
+// refused every manage route and served every read route. Every read route
+// without a check (the lists) answers B with none of A's ids or contents.
+// Beyond the table: B's own KB paired with A's document, folder, source or
+// image ids, in the path or in the body, and an API key minted for A.
 
 var routeParam = regexp.MustCompile(`\{([a-z_]+)(\.\.\.)?\}|\{\$\}`)
 
@@ -162,7 +167,9 @@ func TestTwoAccountSuite(t *testing.T) {
 	if r := testkit.Render(alice.Collect(runID, 20*time.Second)); r.EndStatus != "completed" {
 		t.Fatalf("alice's run: %+v", r)
 	}
-	keyID := fmt.Sprint(alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)["id"])
+	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
+	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
+	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
 
 	// --- A's knowledge resources: a private KB (read-shared with kbReader)
 	// with a document, an image, a folder, a bucket source and an upload
@@ -195,6 +202,10 @@ func TestTwoAccountSuite(t *testing.T) {
 	// B's own KB, for calls that pair it with A's document, folder, source
 	// or image ids.
 	rivalKB := rival.NewKnowledgeBase("rival's KB", "the rival's own", nil)
+	rivalFolder := rival.OK("POST", "/api/knowledge/databases/"+rivalKB+"/folders", map[string]any{"folder_name": "rival's folder"})["file_id"].(string)
+	// A's ids and secrets, none of which a list answers B with.
+	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
+		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin"}
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -325,7 +336,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	viewBefore, storedBefore := ownerView(), stored()
 
 	routes := intake.New(intake.Deps{KBs: &kb.Store{}}).Routes()
-	walked := map[intake.Check]int{}
+	walked := map[intake.Check]int{} // the key "(lists: no check)" counts the read routes without a check
 	calls := 0
 	refused := func(f fixture, who, what string, r testkit.Response) {
 		t.Helper()
@@ -341,6 +352,26 @@ func TestTwoAccountSuite(t *testing.T) {
 			for _, name := range ps {
 				if _, ok := unscopedParams[name]; !ok {
 					t.Errorf("route %s takes {%s} but declares no resource check", rt.Pattern(), name)
+				}
+			}
+			// Lists and other reads without a check answer B with nothing of A's.
+			if rt.Method == "GET" && rt.Access != intake.Public {
+				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot})
+				walked["(lists: no check)"]++
+				for _, b := range attackers {
+					if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
+						continue
+					}
+					r := b.c.Do("GET", path, nil)
+					calls++
+					if r.Status != http.StatusOK {
+						t.Errorf("%s: GET %s: %d %s", b.name, path, r.Status, r.Body)
+					}
+					for _, secret := range secrets {
+						if strings.Contains(string(r.Body), secret) {
+							t.Errorf("HOLE: %s: GET %s answers with A's %q: %s", b.name, path, secret, r.Body)
+						}
+					}
 				}
 			}
 			continue
@@ -413,6 +444,36 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 		}
 	}
+	// B's own KB with A's ids in the body: each id is checked against the KB
+	// in the path (refused as not found there, or as an item not uploaded to it).
+	rivalBase := "/api/knowledge/databases/" + rivalKB
+	for _, call := range []struct {
+		method, path string
+		body         map[string]any
+	}{
+		{"POST", rivalBase + "/documents", map[string]any{"items": []string{pendingUpload}}},
+		{"POST", rivalBase + "/documents/add", map[string]any{"items": []string{pendingUpload}}},
+		{"POST", rivalBase + "/documents/parse", map[string]any{"file_ids": []string{docID}}},
+		{"POST", rivalBase + "/documents/index", map[string]any{"file_ids": []string{docID}}},
+		{"DELETE", rivalBase + "/documents/batch", map[string]any{"file_ids": []string{docID}}},
+		{"POST", rivalBase + "/folders", map[string]any{"folder_name": "pwned", "parent_id": folderID}},
+		{"PUT", rivalBase + "/documents/" + rivalFolder + "/move", map[string]any{"new_parent_id": folderID}},
+	} {
+		r := rival.Do(call.method, call.path, call.body)
+		calls++
+		if (r.Status != 404 || !refusalCode(r.Code())) && (r.Status != 422 || r.Code() != "invalid_items") {
+			t.Errorf("HOLE? admin with its own KB naming A's ids in the body: %s %s: %d %s", call.method, call.path, r.Status, r.Body)
+		}
+	}
+	// An API key for A, minted by B: only a superadmin mints keys for others.
+	for i, b := range attackers {
+		r := b.c.Do("POST", "/api/user/apikey", map[string]any{"request_id": fmt.Sprintf("for-alice-%d", i), "name": "pwned", "user_id": aliceUserID})
+		calls++
+		if r.Status != http.StatusForbidden || r.Code() != "api_key_forbidden" {
+			t.Errorf("HOLE? %s mints an API key for A: %d %s", b.name, r.Status, r.Body)
+		}
+	}
+
 	for check := range fixtures {
 		if walked[check] == 0 {
 			t.Errorf("fixture %q matches no route of the table", check)
