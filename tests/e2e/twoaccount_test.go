@@ -269,6 +269,10 @@ func TestTwoAccountSuite(t *testing.T) {
 						return c.Do("POST", "/api/agent/runs", map[string]any{"agent_slug": agentID, "thread_id": threadID,
 							"resume": map[string]any{"answer": "pwned"}, "created_by_run_id": runID})
 					},
+					func(c *testkit.Client) testkit.Response { // a resume of A's run on B's own thread
+						return c.Do("POST", "/api/agent/runs", map[string]any{"agent_slug": "default-chatbot", "thread_id": bobThread,
+							"resume": map[string]any{"answer": "pwned"}, "created_by_run_id": runID})
+					},
 				},
 			}},
 	}
