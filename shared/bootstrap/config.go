@@ -5,7 +5,8 @@
 // getenv and Open with the result; nothing else reads the environment.
 //
 // Imported by: function mains, infra/local, tests and benchmarks.
-// May import: shared/* and the standard library.
+// May import: shared/*, events, pgx, go-redis, the CloudEvents SDK and the
+// standard library.
 package bootstrap
 
 import (

@@ -38,7 +38,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
-	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -319,10 +318,6 @@ func (s *Service) ReadyQueues(ctx context.Context, olderThan time.Duration, limi
 		out = append(out, k)
 	}
 	return out, rows.Err()
-}
-
-func subjectOf(uid, role string, dept *int64) access.Subject {
-	return access.Subject{UID: uid, Role: role, DepartmentID: dept}
 }
 
 func trimmed(s string) string { return strings.TrimSpace(s) }

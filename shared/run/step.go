@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -186,13 +185,6 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	}
 	s.outbox.Publish(ctx, rows)
 	return res, nil
-}
-
-func noRowsOK(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	return err
 }
 
 func pendingCount(outcome string, n int) int {

@@ -60,10 +60,7 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 				last = e.ID
 				data := e.Data
 				if !o.Verbose {
-					var keep bool
-					if data, keep = compactEnvelope(e.Event, data); !keep {
-						continue
-					}
+					data = compactEnvelope(e.Event, data)
 				}
 				sw.Event(e.Event, e.ID, data)
 				if e.Event == EventEnd {
@@ -82,7 +79,7 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 				return true, err
 			}
 			if !o.Verbose {
-				env, _ = compactEnvelope(EventEnd, env)
+				env = compactEnvelope(EventEnd, env)
 			}
 			id, _ := parseID(last) // last is a normalized cursor or a stream id
 			sw.Event(EventEnd, id.after().String(), env)

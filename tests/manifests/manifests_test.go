@@ -5,7 +5,9 @@
 // handler serves, and the Secret template holds placeholders only. It also
 // enforces the architecture rules of STYLE.md: thin function mains, no
 // function importing another, shared/ never importing a function, events/
-// importing only the standard library and the CloudEvents SDK.
+// importing only the standard library and the CloudEvents SDK, and every
+// package doc's "May import" and "Imported by" lines true to go list
+// (packagedocs_test.go).
 //
 // Run by `make lint` and `make test`. Test-only package: it may import
 // anything, including the function handler packages, which it builds with nil

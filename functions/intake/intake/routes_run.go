@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -267,20 +266,4 @@ func (s *Server) requestEvents(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.log.Debug("request stream ended", "request", req.RequestID, "error", err)
 	}
 	return nil
-}
-
-// serveNotices streams a notice stream (KB file status changes) as SSE: each
-// entry becomes an event named by its type, resuming after Last-Event-ID.
-func serveNotices(w http.ResponseWriter, r *http.Request, hub *runstream.Hub, key string, heartbeat, maxDuration time.Duration) {
-	cursor := runstream.RunCursor(r)
-	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after_seq") == "" {
-		cursor = runstream.CursorNew
-	}
-	_ = runstream.ServeStream(w, r, hub, key, cursor, runstream.StreamOptions{Heartbeat: heartbeat, MaxDuration: maxDuration},
-		runstream.StreamHooks{Entries: func(_ context.Context, sw *runstream.EventWriter, batch []runstream.Entry) (bool, error) {
-			for _, e := range batch {
-				sw.Event(e.Event, e.ID, e.Data)
-			}
-			return false, nil
-		}})
 }

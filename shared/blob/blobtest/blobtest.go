@@ -42,9 +42,6 @@ type config struct {
 // DefaultLargeSize is the size of the object the streaming test writes.
 const DefaultLargeSize = 50 << 20
 
-// LargeObjectSize sets the size of the streamed object (default 50 MiB).
-func LargeObjectSize(n int64) Option { return func(c *config) { c.largeSize = n } }
-
 // HeapBound sets how much the Go heap may grow while the large object is
 // written or read; the default is half the object's size, i.e. the store must
 // not hold the object in memory. n <= 0 turns the check off — for servers

@@ -2,7 +2,8 @@
 // outbox whose relay records published events instead of delivering them,
 // the stores, and helpers to make users, threads and runs.
 //
-// Imported by: tests only. May import: shared/*, events, testing.
+// Imported by: tests only. May import: shared/*, events, pgx, the
+// CloudEvents SDK, testing.
 package runtest
 
 import (
