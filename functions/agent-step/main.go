@@ -13,8 +13,8 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 )
 
 func main() {
@@ -37,11 +37,8 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	defer core.Close()
-	know, err := knowledge.Open(core)
-	if err != nil {
-		return err
-	}
-	kit := chat.Open(core, know.Tools()...)
+	// The model is offered the knowledge tools; tool-invoke runs them.
+	kit := chat.Open(core, chat.Offered(kbspec.All()...)...)
 	router := core.Router("agent-step")
 	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
 		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, core.Log).Register(router)

@@ -32,7 +32,7 @@ var functionLinks = map[string][]string{
 	"kb-index":    {"kb", "minio"},
 	"dispatcher":  {"kb", "minio"},
 	"tool-invoke": {"kb", "minio"},
-	"agent-step":  {"kb", "minio"},
+	"agent-step":  {},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {

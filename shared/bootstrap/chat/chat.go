@@ -10,6 +10,7 @@ package chat
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
@@ -41,6 +42,25 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k.Threads = thread.NewStore(core.Pool)
 	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Agents, modelCatalog{core.Models}, core.Stream)
 	return k
+}
+
+// Offered returns tools known only by their specs, for a process that offers
+// tools to the model but never runs them (agent-step; tool-invoke runs them):
+// it then needs no engine behind the tools. Invoking one is a wiring bug.
+func Offered(specs ...tool.Spec) []tool.Tool {
+	out := make([]tool.Tool, len(specs))
+	for i, s := range specs {
+		out[i] = offered(s)
+	}
+	return out
+}
+
+type offered tool.Spec
+
+func (o offered) Spec() tool.Spec { return tool.Spec(o) }
+
+func (o offered) Invoke(context.Context, tool.Call) (tool.Result, error) {
+	return tool.Result{}, fmt.Errorf("tool %s is only offered to the model by this process, not run", o.Name)
 }
 
 // Auth builds the auth service, with configured secrets or ones generated
