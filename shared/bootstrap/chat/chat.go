@@ -33,7 +33,8 @@ type Kit struct {
 }
 
 // Open builds the kit on core. The tool registry holds the builtin tools plus
-// more (the knowledge tools, from knowledge.Engines.Tools).
+// more: the knowledge tools (knowledge.Engines.Tools) where they run, or their
+// specs (Offered) where they are only offered to the model.
 func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k := &Kit{}
 	k.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, more...)...)
