@@ -1,12 +1,3 @@
-// Package bootstrap turns configuration into the clients and services a
-// function needs: the Postgres pool (migrated), Redis, the run stream writer
-// and hub, the outbox and its relay, the domain stores, the model registry and
-// the tool registry. Function mains and the local runner call Load with their
-// getenv and Open with the result; nothing else reads the environment.
-//
-// Imported by: function mains, infra/local, tests and benchmarks.
-// May import: shared/*, events, pgx, go-redis, the CloudEvents SDK and the
-// standard library.
 package bootstrap
 
 import (
