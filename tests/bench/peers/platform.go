@@ -1,0 +1,224 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
+	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
+	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	runs "github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+)
+
+// platform is the product wired as the local runner (infra/local) wires it
+// — agent-step, tool-invoke and the dispatcher behind the in-process bus,
+// the outbox relay running — with three differences: the model registry is
+// an in-process model, the tool registry holds one no-op tool, and the bus
+// reports two moments to the figure: when a step's handler is entered (the
+// start of a step) and when a run.finished event is published (the run's
+// end is committed).
+type platform struct {
+	app   *bootstrap.App
+	marks *marks
+	sub   access.Subject
+	stop  func()
+}
+
+// marks are the moments the platform reported, by run.
+type marks struct {
+	mu       sync.Mutex
+	starts   map[string][]time.Time // run → start of step 1, 2, …
+	finished map[string]time.Time   // run → run.finished published
+	changed  chan struct{}          // closed and replaced on every mark
+}
+
+func newMarks() *marks {
+	return &marks{starts: map[string][]time.Time{}, finished: map[string]time.Time{}, changed: make(chan struct{})}
+}
+
+func (m *marks) step(runID string, stepNo int, at time.Time) {
+	m.mu.Lock()
+	s := m.starts[runID]
+	if len(s) == stepNo-1 { // the first delivery of a step counts
+		m.starts[runID] = append(s, at)
+	}
+	m.wakeLocked()
+	m.mu.Unlock()
+}
+
+func (m *marks) finish(runID string, at time.Time) {
+	m.mu.Lock()
+	if _, ok := m.finished[runID]; !ok {
+		m.finished[runID] = at
+	}
+	m.wakeLocked()
+	m.mu.Unlock()
+}
+
+func (m *marks) wakeLocked() {
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// wait blocks until done (called with the lock held) reports true.
+func (m *marks) wait(ctx context.Context, timeout time.Duration, done func() bool) error {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		m.mu.Lock()
+		ok, ch := done(), m.changed
+		m.mu.Unlock()
+		if ok {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return fmt.Errorf("not done after %s", timeout)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (m *marks) snapshot() (map[string][]time.Time, map[string]time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	starts := make(map[string][]time.Time, len(m.starts))
+	for k, v := range m.starts {
+		starts[k] = append([]time.Time(nil), v...)
+	}
+	fin := make(map[string]time.Time, len(m.finished))
+	for k, v := range m.finished {
+		fin[k] = v
+	}
+	return starts, fin
+}
+
+// openPlatform opens the platform on db with models as its model registry.
+func (e *env) openPlatform(ctx context.Context, db benchDB, prefix string, models agentstep.Models) (*platform, error) {
+	penv := e.platformEnv(db, prefix)
+	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
+	if err != nil {
+		return nil, err
+	}
+	bus := &markingBus{marks: newMarks()}
+	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "bench-peers", Publisher: bus})
+	if err != nil {
+		return nil, err
+	}
+	tools := tool.NewRegistry(noopTool{})
+	step := agentstep.New(app.Runs, models, tools, app.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease}, app.Log)
+	invoke := toolinvoke.New(app.Runs, tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout}, app.Log)
+	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream, dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}}, app.Log)
+	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
+	faas.On(stepRouter, func(ctx context.Context, in events.StepReady) error {
+		bus.marks.step(in.RunID, in.StepNo, time.Now())
+		return step.Handle(ctx, in)
+	})
+	invoke.Register(toolRouter)
+	disp.Register(dispRouter)
+	bus.local = outbox.NewLocalBus(stepRouter, toolRouter, dispRouter)
+
+	authSvc, err := app.Auth(ctx)
+	if err != nil {
+		app.Close()
+		return nil, err
+	}
+	if _, err := authSvc.Initialize(ctx, "bench", "bench-password", ""); err != nil {
+		app.Close()
+		return nil, err
+	}
+	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
+	relayDone := make(chan struct{})
+	go func() { defer close(relayDone); _ = app.Relay.Run(relayCtx) }()
+	return &platform{app: app, marks: bus.marks, sub: access.Subject{UID: "bench", Role: "superadmin"},
+		stop: func() { stopRelay(); <-relayDone; app.Close() }}, nil
+}
+
+func (p *platform) close() { p.stop() }
+
+// threads opens n threads with the built-in agent.
+func (p *platform) threads(ctx context.Context, n int) ([]string, error) {
+	out := make([]string, 0, n)
+	for range n {
+		th, err := p.app.Threads.Create(ctx, p.sub.UID, thread.CreateInput{AgentID: "default-chatbot"})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, th.ID)
+	}
+	return out, nil
+}
+
+// markingBus is the in-process bus (outbox.LocalBus) plus the run.finished mark.
+type markingBus struct {
+	local *outbox.LocalBus
+	marks *marks
+}
+
+func (b *markingBus) Publish(ctx context.Context, ev cloudevents.Event) error {
+	if ev.Type() == events.TypeRunFinished {
+		var p events.RunFinished
+		if err := json.Unmarshal(ev.Data(), &p); err == nil {
+			b.marks.finish(p.RunID, time.Now())
+		}
+	}
+	if b.local == nil {
+		return fmt.Errorf("event bus not ready")
+	}
+	return b.local.Publish(ctx, ev)
+}
+
+// noopTool does nothing and says so; it is a base tool, so every agent may call it.
+type noopTool struct{}
+
+func (noopTool) Spec() tool.Spec {
+	return tool.Spec{Name: "noop", DisplayName: "No-op", Category: "builtin", Description: "does nothing",
+		Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Base: true}
+}
+
+func (noopTool) Invoke(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Output: "ok"}, nil }
+
+// scriptedModels resolves every model spec to a model that calls the no-op
+// tool on the first toolSteps turns of a run and then answers "ok": a run of
+// toolSteps+1 steps with nothing but the platform's own work in them.
+type scriptedModels struct{ toolSteps int }
+
+func (m scriptedModels) ChatModel(string) (llm.ChatModel, string, error) {
+	return scriptedModel(m), "instant", nil
+}
+
+type scriptedModel struct{ toolSteps int }
+
+func (m scriptedModel) Stream(_ context.Context, req llm.Request, onDelta func(llm.Delta) error) (llm.Response, error) {
+	// Tool results since the run's user message: the steps already taken.
+	done := 0
+	for i := len(req.Messages) - 1; i >= 0 && req.Messages[i].Role != "user"; i-- {
+		if req.Messages[i].Role == "tool" {
+			done++
+		}
+	}
+	usage := llm.Usage{InputTokens: 1, OutputTokens: 1, TotalTokens: 2, Reported: true}
+	if done < m.toolSteps {
+		return llm.Response{ToolCalls: []llm.ToolCall{{Name: "noop", Arguments: "{}"}}, FinishReason: "tool_calls", Usage: usage}, nil
+	}
+	const answer = "ok"
+	if err := onDelta(llm.Delta{Content: answer}); err != nil {
+		return llm.Response{}, err
+	}
+	return llm.Response{Content: answer, FinishReason: "stop", Usage: usage}, nil
+}
