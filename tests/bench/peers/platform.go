@@ -191,7 +191,9 @@ func (noopTool) Spec() tool.Spec {
 		Parameters: json.RawMessage(`{"type":"object","properties":{}}`), Base: true}
 }
 
-func (noopTool) Invoke(context.Context, tool.Call) (tool.Result, error) { return tool.Result{Output: "ok"}, nil }
+func (noopTool) Invoke(context.Context, tool.Call) (tool.Result, error) {
+	return tool.Result{Output: "ok"}, nil
+}
 
 // scriptedModels resolves every model spec to a model that calls the no-op
 // tool on the first toolSteps turns of a run and then answers "ok": a run of
