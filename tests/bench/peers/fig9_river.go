@@ -1,5 +1,528 @@
 package main
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
 
-func figRiver(ctx context.Context, e *env, r *report) error { return nil }
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/queue"
+)
+
+// Figure 9: from the commit of a request to the start of its first step,
+// ours (the per-thread FIFO request queue, the outbox, the in-process bus)
+// against River's insert-to-work latency, idle and under load.
+const (
+	riverSchema   = "river"
+	riverWorkers  = 100 // River's default queue: MaxWorkers
+	maxInFlight   = 256 // load generator: submissions (inserts) in flight at most
+	dispatchRatio = 1.0 // our p99 ≤ River's p99
+)
+
+func figRiver(ctx context.Context, e *env, r *report) error {
+	sz := e.sizes
+	r.section(fmt.Sprintf("[9] queue dispatch vs River: commit → start of the first step, idle and at %d requests/s over %d threads", sz.rate, sz.threads),
+		"ours: queue.Submit (what POST /api/agent/runs calls) on the real stack (outbox relay, in-process bus, agent-step with an instant model "+
+			"that answers at once, dispatcher), from the commit (seen as the start of the queue notice XADD Submit sends right after it) "+
+			"to the agent-step handler's entry; threads picked at random, "+
+			"submissions on one thread in order; River v0.51 (riverpgxv5, default fetch settings, "+fmt.Sprint(riverWorkers)+" workers, its own schema in the "+
+			"same database): from Insert's return to the no-op worker's entry; idle: one at a time, "+sz.idleGap.String()+" apart")
+	db, err := e.newDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	defer e.dropDatabase(db)
+	prefix := newPrefix()
+	defer e.dropPrefix(prefix)
+
+	p, err := e.openPlatform(ctx, db, prefix, scriptedModels{toolSteps: 0})
+	if err != nil {
+		return err
+	}
+	defer p.close()
+	e.progress("figure 9: opening %d threads", sz.threads)
+	threads, err := p.threads(ctx, sz.threads)
+	if err != nil {
+		return err
+	}
+	rv, err := startRiver(ctx, e, db)
+	if err != nil {
+		return err
+	}
+	defer rv.stop()
+	ours := newOurQueue(p, threads)
+
+	// Warm both: connections, statement caches.
+	for i := range 20 {
+		if _, err := ours.isolated(ctx, "w", i); err != nil {
+			return err
+		}
+		if _, err := rv.isolated(ctx); err != nil {
+			return err
+		}
+	}
+
+	e.progress("figure 9: %d isolated requests and River jobs, alternating", sz.idle)
+	var ourIdle, riverIdle samples
+	for i := range sz.idle {
+		d, err := ours.isolated(ctx, "i", i)
+		if err != nil {
+			return err
+		}
+		ourIdle = append(ourIdle, d)
+		time.Sleep(sz.idleGap)
+		if d, err = rv.isolated(ctx); err != nil {
+			return err
+		}
+		riverIdle = append(riverIdle, d)
+		time.Sleep(sz.idleGap)
+	}
+
+	total := sz.rate * sz.seconds
+	e.progress("figure 9: %d requests at %d/s over %d threads", total, sz.rate, sz.threads)
+	ol, err := ours.load(ctx, total, sz.rate)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	e.progress("figure 9: %d River jobs at %d/s", total, sz.rate)
+	rl, err := rv.load(ctx, total, sz.rate)
+	if err != nil {
+		return err
+	}
+
+	line := func(name string, o, rs samples) {
+		o99, r99 := o.p99(), rs.p99()
+		rr := durRatio(o99, r99)
+		r.line(name, ms(o99), fmt.Sprintf("%s River p99 %s; p50 %s vs River %s", x(rr), ms(r99), ms(o.p50()), ms(rs.p50())),
+			fmt.Sprintf("≤ %.0f× River", dispatchRatio), rr <= dispatchRatio)
+	}
+	line("dispatch_idle_p99", ourIdle, riverIdle)
+	line("dispatch_load_p99", ol.atOnce, rl.lat)
+	r.line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d threads with one; %d requests never started", ol.violatingThreads, ol.lost),
+		"0", ol.violations == 0 && ol.lost == 0)
+	r.detail("under load, ours: %d requests issued at %.0f/s (asked %d/s); %d found their thread idle (the line above), %d queued behind a run "+
+		"of their thread: commit → first step p50 %s p99 %s, previous run's end published → first step p50 %s p99 %s",
+		ol.n, ol.rate, sz.rate, len(ol.atOnce), len(ol.queued), ms(ol.queued.p50()), ms(ol.queued.p99()), ms(ol.handoff.p50()), ms(ol.handoff.p99()))
+	r.detail("under load, ours, every request: p50 %s p99 %s; Submit itself p50 %s p99 %s (River Insert p50 %s p99 %s)",
+		ms(ol.all.p50()), ms(ol.all.p99()), ms(ol.submit.p50()), ms(ol.submit.p99()), ms(rl.insert.p50()), ms(rl.insert.p99()))
+	r.detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
+		rl.n, rl.rate, ol.early, rl.early)
+	return nil
+}
+
+// ourQueue submits requests and reads their first steps' starts from the
+// platform's marks.
+type ourQueue struct {
+	p       *platform
+	threads []string
+	next    int
+}
+
+func newOurQueue(p *platform, threads []string) *ourQueue { return &ourQueue{p: p, threads: threads} }
+
+// isolated submits one request on the next thread and waits for its run to
+// end; it returns commit → start of step 1.
+func (o *ourQueue) isolated(ctx context.Context, tag string, i int) (time.Duration, error) {
+	th := o.threads[o.next%len(o.threads)]
+	o.next++
+	in, err := o.p.app.Queue.Submit(ctx, queue.Submission{Subject: o.p.sub, Query: "hi", AgentSlug: "default-chatbot", ThreadID: th,
+		RequestID: fmt.Sprintf("bench-%s-%d", tag, i)})
+	if err != nil {
+		return 0, err
+	}
+	committed, ok := o.p.committed(th)
+	if !ok {
+		return 0, fmt.Errorf("no queue notice seen for thread %s", th)
+	}
+	if in.RunID == nil {
+		return 0, fmt.Errorf("isolated submission on thread %s was %s, not dispatched", th, in.Status)
+	}
+	id, m := *in.RunID, o.p.marks
+	var start time.Time
+	err = m.wait(ctx, 30*time.Second, func() bool {
+		_, done := m.finished[id]
+		if s := m.starts[id]; len(s) > 0 {
+			start = s[0]
+		}
+		return done
+	})
+	if err != nil {
+		return 0, fmt.Errorf("run %s: %w", id, err)
+	}
+	return max(0, start.Sub(committed)), nil
+}
+
+// ourLoad is what load measured.
+type ourLoad struct {
+	n                       int
+	rate                    float64
+	all, atOnce, queued     samples // commit → start of step 1
+	handoff                 samples // queued ones: previous run's end published → start of step 1
+	submit                  samples // Submit's own latency
+	violations, lost, early int
+	violatingThreads        int
+}
+
+type ourRequest struct {
+	thread, seq int
+	committed   time.Time
+	queued      bool
+	submit      time.Duration
+}
+
+// load submits total requests at rate per second, each on a thread picked
+// at random (submissions on one thread in order, one at a time), waits for
+// every run to end, and checks each thread's order.
+func (o *ourQueue) load(ctx context.Context, total, rate int) (ourLoad, error) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	locks := make([]sync.Mutex, len(o.threads))
+	seqs := make([]int, len(o.threads))
+	var mu sync.Mutex
+	reqs := map[string]*ourRequest{}
+	_, finishedBefore := o.p.marks.snapshot()
+
+	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
+		ti := rng.IntN(len(o.threads)) // setup runs serially: rng needs no lock
+		return func() error {
+			locks[ti].Lock()
+			defer locks[ti].Unlock()
+			seq := seqs[ti]
+			seqs[ti]++
+			rid := fmt.Sprintf("bench-l-%d-%d", ti, seq)
+			t0 := time.Now()
+			in, err := o.p.app.Queue.Submit(ctx, queue.Submission{Subject: o.p.sub, Query: "hi", AgentSlug: "default-chatbot",
+				ThreadID: o.threads[ti], RequestID: rid})
+			now := time.Now()
+			if err != nil {
+				return fmt.Errorf("submit on thread %s: %w", o.threads[ti], err)
+			}
+			committed, ok := o.p.committed(o.threads[ti])
+			if !ok || committed.Before(t0) {
+				return fmt.Errorf("no queue notice seen for the submission on thread %s", o.threads[ti])
+			}
+			mu.Lock()
+			reqs[rid] = &ourRequest{thread: ti, seq: seq, committed: committed, queued: in.RunID == nil, submit: now.Sub(t0)}
+			mu.Unlock()
+			return nil
+		}
+	})
+	if err != nil {
+		return ourLoad{}, err
+	}
+	res := ourLoad{n: total, rate: issued}
+	m := o.p.marks
+	want := len(finishedBefore) + total
+	if err := m.wait(ctx, 2*time.Minute, func() bool { return len(m.finished) >= want }); err != nil {
+		m.mu.Lock()
+		got := len(m.finished) - len(finishedBefore)
+		m.mu.Unlock()
+		return ourLoad{}, fmt.Errorf("%d of %d runs ended: %w", got, total, err)
+	}
+	starts, finished := m.snapshot()
+
+	// Which request each run served.
+	byReq := map[string]string{} // request → run
+	for runID := range starts {
+		if _, old := finishedBefore[runID]; old {
+			continue
+		}
+		rn, err := o.p.app.Runs.Get(ctx, o.p.app.Pool, runID)
+		if err != nil {
+			return ourLoad{}, fmt.Errorf("run %s: %w", runID, err)
+		}
+		if strings.HasPrefix(rn.RequestID, "bench-l-") {
+			byReq[rn.RequestID] = runID
+		}
+	}
+	perThread := map[int][]string{}
+	for rid, q := range reqs {
+		perThread[q.thread] = append(perThread[q.thread], rid)
+		res.submit = append(res.submit, q.submit)
+		runID, ok := byReq[rid]
+		if !ok || len(starts[runID]) == 0 {
+			res.lost++
+			continue
+		}
+		d := starts[runID][0].Sub(q.committed)
+		if d < 0 {
+			res.early++
+			d = 0
+		}
+		res.all = append(res.all, d)
+		if q.queued {
+			res.queued = append(res.queued, d)
+		} else {
+			res.atOnce = append(res.atOnce, d)
+		}
+	}
+	// FIFO per thread: in submission order, each request's run starts after
+	// the previous one's started and after it ended (one run at a time).
+	for _, rids := range perThread {
+		sort.Slice(rids, func(a, b int) bool { return reqs[rids[a]].seq < reqs[rids[b]].seq })
+		bad := 0
+		for k := 1; k < len(rids); k++ {
+			prev, cur := byReq[rids[k-1]], byReq[rids[k]]
+			if prev == "" || cur == "" || len(starts[prev]) == 0 || len(starts[cur]) == 0 {
+				continue // counted as lost
+			}
+			end, ended := finished[prev]
+			if starts[cur][0].Before(starts[prev][0]) || !ended || starts[cur][0].Before(end) {
+				bad++
+			}
+			if reqs[rids[k]].queued && ended {
+				res.handoff = append(res.handoff, max(0, starts[cur][0].Sub(end)))
+			}
+		}
+		res.violations += bad
+		if bad > 0 {
+			res.violatingThreads++
+		}
+	}
+	return res, nil
+}
+
+// openLoop starts op(i) for i in [0, total) at rate per second, each in its
+// own goroutine, at most maxInFlight at once, without waiting for earlier
+// ones (an open loop: a slow system gets more in flight, not fewer
+// requests). setup runs serially in the caller's goroutine and returns the
+// work to run concurrently. It returns the achieved issue rate.
+func openLoop(ctx context.Context, total, rate int, setup func(ctx context.Context, i int) func() error) (float64, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sem := make(chan struct{}, maxInFlight)
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		firstErr error
+	)
+	interval := time.Second / time.Duration(rate)
+	t0 := time.Now()
+	for i := range total {
+		if d := time.Until(t0.Add(time.Duration(i) * interval)); d > 0 {
+			time.Sleep(d)
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		work := setup(ctx, i)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := work(); err != nil {
+				mu.Lock()
+				if firstErr == nil {
+					firstErr = err
+					cancel()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	issued := time.Since(t0)
+	wg.Wait()
+	if firstErr != nil {
+		return 0, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	return float64(total) / issued.Seconds(), nil
+}
+
+// River: a no-op job kind whose worker notes when it starts.
+
+type noopArgs struct {
+	Seq int `json:"seq"`
+}
+
+func (noopArgs) Kind() string { return "bench_noop" }
+
+type noopWorker struct {
+	river.WorkerDefaults[noopArgs]
+	rv *riverBench
+}
+
+func (w *noopWorker) Work(_ context.Context, job *river.Job[noopArgs]) error {
+	w.rv.worked(job.Args.Seq, time.Now())
+	return nil
+}
+
+type riverBench struct {
+	client *river.Client[pgx.Tx]
+	pool   *pgxpool.Pool
+	mu     sync.Mutex
+	seq    int
+	starts map[int]time.Time
+	wake   chan int
+}
+
+// startRiver migrates River into its own schema of db and starts a client
+// with River's defaults (fetch cooldown, poll interval) and a pool of the
+// size every function of ours gets.
+func startRiver(ctx context.Context, e *env, db benchDB) (*riverBench, error) {
+	pool, err := postgres.Open(ctx, db.URL, 20)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+riverSchema); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	driver := riverpgxv5.New(pool)
+	mig, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: riverSchema})
+	if err == nil {
+		_, err = mig.Migrate(ctx, rivermigrate.DirectionUp, nil)
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("River migrations: %w", err)
+	}
+	rv := &riverBench{pool: pool, starts: map[int]time.Time{}, wake: make(chan int, 1024)}
+	workers := river.NewWorkers()
+	river.AddWorker(workers, &noopWorker{rv: rv})
+	rv.client, err = river.NewClient(driver, &river.Config{
+		Schema:  riverSchema,
+		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: riverWorkers}},
+		Workers: workers,
+		Logger:  slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelError})),
+	})
+	if err == nil {
+		err = rv.client.Start(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("River client: %w", err)
+	}
+	return rv, nil
+}
+
+func (rv *riverBench) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = rv.client.Stop(ctx)
+	rv.pool.Close()
+}
+
+func (rv *riverBench) worked(seq int, at time.Time) {
+	rv.mu.Lock()
+	if _, ok := rv.starts[seq]; !ok {
+		rv.starts[seq] = at
+	}
+	rv.mu.Unlock()
+	select {
+	case rv.wake <- seq:
+	default:
+	}
+}
+
+func (rv *riverBench) nextSeq() int {
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	rv.seq++
+	return rv.seq
+}
+
+// isolated inserts one job and waits for it to start: Insert's return → Work.
+func (rv *riverBench) isolated(ctx context.Context) (time.Duration, error) {
+	seq := rv.nextSeq()
+	if _, err := rv.client.Insert(ctx, noopArgs{Seq: seq}, nil); err != nil {
+		return 0, fmt.Errorf("River insert: %w", err)
+	}
+	committed := time.Now()
+	timeout := time.After(30 * time.Second)
+	for {
+		rv.mu.Lock()
+		start, ok := rv.starts[seq]
+		rv.mu.Unlock()
+		if ok {
+			return max(0, start.Sub(committed)), nil
+		}
+		select {
+		case <-rv.wake:
+		case <-timeout:
+			return 0, fmt.Errorf("River job %d did not start within 30s", seq)
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+type riverLoad struct {
+	n      int
+	rate   float64
+	lat    samples
+	insert samples
+	early  int
+}
+
+// load inserts total jobs at rate per second and waits for all to start.
+func (rv *riverBench) load(ctx context.Context, total, rate int) (riverLoad, error) {
+	var mu sync.Mutex
+	committed := map[int]time.Time{}
+	var inserts samples
+	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
+		seq := rv.nextSeq()
+		return func() error {
+			t0 := time.Now()
+			if _, err := rv.client.Insert(ctx, noopArgs{Seq: seq}, nil); err != nil {
+				return fmt.Errorf("River insert: %w", err)
+			}
+			now := time.Now()
+			mu.Lock()
+			committed[seq] = now
+			inserts = append(inserts, now.Sub(t0))
+			mu.Unlock()
+			return nil
+		}
+	})
+	if err != nil {
+		return riverLoad{}, err
+	}
+	res := riverLoad{n: total, rate: issued, insert: inserts}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		rv.mu.Lock()
+		missing := 0
+		for seq := range committed {
+			if _, ok := rv.starts[seq]; !ok {
+				missing++
+			}
+		}
+		rv.mu.Unlock()
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return riverLoad{}, fmt.Errorf("%d of %d River jobs did not start within 2 minutes", missing, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	for seq, c := range committed {
+		d := rv.starts[seq].Sub(c)
+		if d < 0 {
+			res.early++
+			d = 0
+		}
+		res.lat = append(res.lat, d)
+	}
+	return res, nil
+}

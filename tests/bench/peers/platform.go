@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
@@ -19,6 +21,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	runs "github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
@@ -31,10 +34,11 @@ import (
 // start of a step) and when a run.finished event is published (the run's
 // end is committed).
 type platform struct {
-	app   *bootstrap.App
-	marks *marks
-	sub   access.Subject
-	stop  func()
+	app     *bootstrap.App
+	marks   *marks
+	notices *noticeHook
+	sub     access.Subject
+	stop    func()
 }
 
 // marks are the moments the platform reported, by run.
@@ -142,10 +146,12 @@ func (e *env) openPlatform(ctx context.Context, db benchDB, prefix string, model
 		app.Close()
 		return nil, err
 	}
+	notices := &noticeHook{at: map[string]time.Time{}}
+	app.Redis.AddHook(notices)
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = app.Relay.Run(relayCtx) }()
-	return &platform{app: app, marks: bus.marks, sub: access.Subject{UID: "bench", Role: "superadmin"},
+	return &platform{app: app, marks: bus.marks, notices: notices, sub: access.Subject{UID: "bench", Role: "superadmin"},
 		stop: func() { stopRelay(); <-relayDone; app.Close() }}, nil
 }
 
@@ -223,4 +229,42 @@ func (m scriptedModel) Stream(_ context.Context, req llm.Request, onDelta func(l
 		return llm.Response{}, err
 	}
 	return llm.Response{Content: answer, FinishReason: "stop", Usage: usage}, nil
+}
+
+// noticeHook is a go-redis hook that notes when a thread's queue notice
+// (the XADD queue.Submit sends right after its commit and the hand-off of
+// the first step to the relay) starts: the client-side moment closest to a
+// submission's commit that the bench can observe without touching the
+// product. The time Submit returns comes after that notice's round trip.
+type noticeHook struct {
+	mu sync.Mutex
+	at map[string]time.Time // stream key → start of its latest XADD
+}
+
+func (h *noticeHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *noticeHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *noticeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		now := time.Now()
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && strings.EqualFold(fmt.Sprint(args[0]), "xadd") {
+				key := fmt.Sprint(args[1])
+				h.mu.Lock()
+				h.at[key] = now
+				h.mu.Unlock()
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// committed returns when thread's latest queue notice started.
+func (p *platform) committed(threadID string) (time.Time, bool) {
+	key := runstream.Config{Prefix: p.app.Config.RedisPrefix}.QueueKey(threadID)
+	p.notices.mu.Lock()
+	defer p.notices.mu.Unlock()
+	t, ok := p.notices.at[key]
+	return t, ok
 }
