@@ -41,12 +41,19 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 	fi
 
 .PHONY: bench
-bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors
-	$(GO) run ./tests/bench
+bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
+	@status=0; $(GO) run ./tests/bench || status=$$?; \
+	(cd tests/bench/peers && $(GO) run .) || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	exit $$status
+
+.PHONY: bench-peers
+bench-peers: services ## Only figures 8–9: our step vs DBOS Transact, our queue vs River (module tests/bench/peers)
+	cd tests/bench/peers && $(GO) run .
 
 .PHONY: lint
 lint: ## go vet, gofmt, and the architecture rules (function isolation, events imports)
 	$(GO) vet ./...
+	cd tests/bench/peers && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 ./tests/manifests/
 

@@ -28,6 +28,7 @@ const (
 	riverWorkers  = 100 // River's default queue: MaxWorkers
 	maxInFlight   = 256 // load generator: submissions (inserts) in flight at most
 	dispatchRatio = 1.0 // our p99 ≤ River's p99
+	loadRounds    = 3   // load rounds, each ours then River
 )
 
 func figRiver(ctx context.Context, e *env, r *report) error {
@@ -74,7 +75,7 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 	}
 
 	e.progress("figure 9: %d isolated requests and River jobs, alternating", sz.idle)
-	var ourIdle, riverIdle samples
+	var ourIdle, riverIdle, ourHandoff samples
 	for i := range sz.idle {
 		d, err := ours.isolated(ctx, "i", i)
 		if err != nil {
@@ -87,19 +88,34 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 		}
 		riverIdle = append(riverIdle, d)
 		time.Sleep(sz.idleGap)
+		if d, queued, err := ours.handoff(ctx, i); err != nil {
+			return err
+		} else if queued {
+			ourHandoff = append(ourHandoff, d)
+		}
+		time.Sleep(sz.idleGap)
 	}
 
+	// Load alternates ours and River in rounds, so that a burst of other
+	// work on a shared machine hits both.
 	total := sz.rate * sz.seconds
-	e.progress("figure 9: %d requests at %d/s over %d threads", total, sz.rate, sz.threads)
-	ol, err := ours.load(ctx, total, sz.rate)
-	if err != nil {
-		return err
-	}
-	time.Sleep(time.Second)
-	e.progress("figure 9: %d River jobs at %d/s", total, sz.rate)
-	rl, err := rv.load(ctx, total, sz.rate)
-	if err != nil {
-		return err
+	per := max(1, total/loadRounds)
+	var ol ourLoad
+	var rl riverLoad
+	for round := range loadRounds {
+		e.progress("figure 9: round %d of %d: %d requests, then %d River jobs, at %d/s over %d threads", round+1, loadRounds, per, per, sz.rate, sz.threads)
+		o, err := ours.load(ctx, round, per, sz.rate)
+		if err != nil {
+			return err
+		}
+		ol.add(o)
+		time.Sleep(500 * time.Millisecond)
+		rr, err := rv.load(ctx, per, sz.rate)
+		if err != nil {
+			return err
+		}
+		rl.add(rr)
+		time.Sleep(500 * time.Millisecond)
 	}
 
 	line := func(name string, o, rs samples) {
@@ -109,6 +125,8 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 			fmt.Sprintf("≤ %.0f× River", dispatchRatio), rr <= dispatchRatio)
 	}
 	line("dispatch_idle_p99", ourIdle, riverIdle)
+	r.detail("idle, ours, a request queued behind its thread's run: that run's end (run.finished published) → its first step p50 %s p99 %s "+
+		"(%d of %d pairs queued; the dispatcher's hand-off)", ms(ourHandoff.p50()), ms(ourHandoff.p99()), len(ourHandoff), sz.idle)
 	line("dispatch_load_p99", ol.atOnce, rl.lat)
 	r.line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d threads with one; %d requests never started", ol.violatingThreads, ol.lost),
 		"0", ol.violations == 0 && ol.lost == 0)
@@ -164,6 +182,50 @@ func (o *ourQueue) isolated(ctx context.Context, tag string, i int) (time.Durati
 	return max(0, start.Sub(committed)), nil
 }
 
+// handoff submits two requests on the next thread, the second while the
+// first's run is still going, and returns the second's wait from the end of
+// the first run (run.finished published) to the start of its own first
+// step: the dispatcher's hand-off to a queued request. ok is false when the
+// first run ended before the second submission (nothing was queued).
+func (o *ourQueue) handoff(ctx context.Context, i int) (d time.Duration, ok bool, err error) {
+	th := o.threads[o.next%len(o.threads)]
+	o.next++
+	m := o.p.marks
+	m.mu.Lock()
+	before := len(m.finished)
+	m.mu.Unlock()
+	var ins [2]queue.Intake
+	for k := range ins {
+		ins[k], err = o.p.app.Queue.Submit(ctx, queue.Submission{Subject: o.p.sub, Query: "hi", AgentSlug: "default-chatbot", ThreadID: th,
+			RequestID: fmt.Sprintf("bench-h-%d-%d", i, k)})
+		if err != nil {
+			return 0, false, err
+		}
+	}
+	if ins[0].RunID == nil {
+		return 0, false, fmt.Errorf("first submission on thread %s was %s, not dispatched", th, ins[0].Status)
+	}
+	if err := m.wait(ctx, 30*time.Second, func() bool { return len(m.finished) >= before+2 }); err != nil {
+		return 0, false, fmt.Errorf("hand-off on thread %s: %w", th, err)
+	}
+	if ins[1].RunID != nil {
+		return 0, false, nil
+	}
+	req, err := o.p.app.Queue.GetRequest(ctx, o.p.sub.UID, ins[1].RequestID)
+	if err != nil {
+		return 0, false, err
+	}
+	if req.DispatchedRunID == nil {
+		return 0, false, fmt.Errorf("queued request %s was not dispatched after the run before it", req.RequestID)
+	}
+	starts, finished := m.snapshot()
+	s := starts[*req.DispatchedRunID]
+	if len(s) == 0 {
+		return 0, false, fmt.Errorf("run %s of queued request %s has no step", *req.DispatchedRunID, req.RequestID)
+	}
+	return s[0].Sub(finished[*ins[0].RunID]), true, nil
+}
+
 // ourLoad is what load measured.
 type ourLoad struct {
 	n                       int
@@ -173,6 +235,15 @@ type ourLoad struct {
 	submit                  samples // Submit's own latency
 	violations, lost, early int
 	violatingThreads        int
+}
+
+func (l *ourLoad) add(o ourLoad) {
+	l.rate = (l.rate*float64(l.n) + o.rate*float64(o.n)) / float64(l.n+o.n)
+	l.n += o.n
+	l.all, l.atOnce, l.queued = append(l.all, o.all...), append(l.atOnce, o.atOnce...), append(l.queued, o.queued...)
+	l.handoff, l.submit = append(l.handoff, o.handoff...), append(l.submit, o.submit...)
+	l.violations, l.lost, l.early = l.violations+o.violations, l.lost+o.lost, l.early+o.early
+	l.violatingThreads += o.violatingThreads
 }
 
 type ourRequest struct {
@@ -185,8 +256,8 @@ type ourRequest struct {
 // load submits total requests at rate per second, each on a thread picked
 // at random (submissions on one thread in order, one at a time), waits for
 // every run to end, and checks each thread's order.
-func (o *ourQueue) load(ctx context.Context, total, rate int) (ourLoad, error) {
-	rng := rand.New(rand.NewPCG(1, 2))
+func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, error) {
+	rng := rand.New(rand.NewPCG(1, uint64(round)))
 	locks := make([]sync.Mutex, len(o.threads))
 	seqs := make([]int, len(o.threads))
 	var mu sync.Mutex
@@ -200,7 +271,7 @@ func (o *ourQueue) load(ctx context.Context, total, rate int) (ourLoad, error) {
 			defer locks[ti].Unlock()
 			seq := seqs[ti]
 			seqs[ti]++
-			rid := fmt.Sprintf("bench-l-%d-%d", ti, seq)
+			rid := fmt.Sprintf("bench-l%d-%d-%d", round, ti, seq)
 			t0 := time.Now()
 			in, err := o.p.app.Queue.Submit(ctx, queue.Submission{Subject: o.p.sub, Query: "hi", AgentSlug: "default-chatbot",
 				ThreadID: o.threads[ti], RequestID: rid})
@@ -242,7 +313,7 @@ func (o *ourQueue) load(ctx context.Context, total, rate int) (ourLoad, error) {
 		if err != nil {
 			return ourLoad{}, fmt.Errorf("run %s: %w", runID, err)
 		}
-		if strings.HasPrefix(rn.RequestID, "bench-l-") {
+		if strings.HasPrefix(rn.RequestID, fmt.Sprintf("bench-l%d-", round)) {
 			byReq[rn.RequestID] = runID
 		}
 	}
@@ -470,6 +541,12 @@ type riverLoad struct {
 	lat    samples
 	insert samples
 	early  int
+}
+
+func (l *riverLoad) add(o riverLoad) {
+	l.rate = (l.rate*float64(l.n) + o.rate*float64(o.n)) / float64(l.n+o.n)
+	l.n += o.n
+	l.lat, l.insert, l.early = append(l.lat, o.lat...), append(l.insert, o.insert...), l.early+o.early
 }
 
 // load inserts total jobs at rate per second and waits for all to start.
