@@ -68,6 +68,11 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 		return fmt.Errorf("count our commits: %w", err)
 	}
 
+	prof, err := e.profileOurs(ctx, db, 3)
+	if err != nil {
+		return fmt.Errorf("profile our statements: %w", err)
+	}
+
 	dpool, err := postgres.Open(ctx, db.URL, 0) // the pool settings every function of ours gets
 	if err != nil {
 		return err
@@ -122,6 +127,7 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 	r.detail("workflow end to end (ours: submit → run.finished published; DBOS: RunWorkflow → GetResult): ours p50 %s p99 %s, DBOS p50 %s p99 %s",
 		ms(ourWF.p50()), ms(ourWF.p99()), ms(dbosWF.p50()), ms(dbosWF.p99()))
 	ourCount.print(r, "ours")
+	prof.print(r)
 	dbosCount.print(r, "DBOS")
 	r.detail("%d timed workflows of each kind (%d step samples each), %d floor commits; %d + %d workflows counted",
 		n, len(ourSteps), len(floorLat), counted, counted)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -142,7 +144,8 @@ func (e *env) openPlatform(ctx context.Context, db benchDB, prefix string, model
 		app.Close()
 		return nil, err
 	}
-	if _, err := authSvc.Initialize(ctx, "bench", "bench-password", ""); err != nil {
+	// A second platform on the same database (figure 8's profile) finds the user there.
+	if _, err := authSvc.Initialize(ctx, "bench", "bench-password", ""); err != nil && !errors.Is(err, auth.ErrAlreadyInitialized) {
 		app.Close()
 		return nil, err
 	}
