@@ -26,6 +26,7 @@ import (
 const (
 	riverSchema   = "river"
 	riverWorkers  = 100 // River's default queue: MaxWorkers
+	riverPool     = 20  // River's pool: the size of each of our functions' (YUXI_DB_MAX_CONNS default)
 	maxInFlight   = 256 // load generator: submissions (inserts) in flight at most
 	dispatchRatio = 1.0 // our p99 ≤ River's p99
 	loadRounds    = 3   // load rounds, each ours then River
@@ -137,7 +138,38 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 		ms(ol.all.p50()), ms(ol.all.p99()), ms(ol.submit.p50()), ms(ol.submit.p99()), ms(rl.insert.p50()), ms(rl.insert.p99()))
 	r.detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
 		rl.n, rl.rate, ol.early, rl.early)
+	r.detail("under load, the pools: ours (%d connections, shared by intake, steps, dispatcher, relay) %s; River (%d) %s",
+		p.app.Pool.Stat().MaxConns(), ol.pool, rv.pool.Stat().MaxConns(), rl.pool)
 	return nil
+}
+
+// poolWait is how long acquisitions of a pool waited for a free
+// connection over a window (pgxpool's counters).
+type poolWait struct {
+	acquires, empty int64
+	waited          time.Duration
+}
+
+func poolStat(p *pgxpool.Pool) poolWait {
+	s := p.Stat()
+	return poolWait{acquires: s.AcquireCount(), empty: s.EmptyAcquireCount(), waited: s.EmptyAcquireWaitTime()}
+}
+
+func (w poolWait) since(before poolWait) poolWait {
+	return poolWait{acquires: w.acquires - before.acquires, empty: w.empty - before.empty, waited: w.waited - before.waited}
+}
+
+func (w *poolWait) add(o poolWait) {
+	w.acquires, w.empty, w.waited = w.acquires+o.acquires, w.empty+o.empty, w.waited+o.waited
+}
+
+func (w poolWait) String() string {
+	mean := time.Duration(0)
+	if w.empty > 0 {
+		mean = w.waited / time.Duration(w.empty)
+	}
+	return fmt.Sprintf("%d acquisitions, %.0f%% of them waited for a connection (mean wait %s)",
+		w.acquires, 100*ratio(float64(w.empty), float64(w.acquires)), ms(mean))
 }
 
 // ourQueue submits requests and reads their first steps' starts from the
@@ -235,6 +267,7 @@ type ourLoad struct {
 	submit                  samples // Submit's own latency
 	violations, lost, early int
 	violatingThreads        int
+	pool                    poolWait
 }
 
 func (l *ourLoad) add(o ourLoad) {
@@ -244,6 +277,7 @@ func (l *ourLoad) add(o ourLoad) {
 	l.handoff, l.submit = append(l.handoff, o.handoff...), append(l.submit, o.submit...)
 	l.violations, l.lost, l.early = l.violations+o.violations, l.lost+o.lost, l.early+o.early
 	l.violatingThreads += o.violatingThreads
+	l.pool.add(o.pool)
 }
 
 type ourRequest struct {
@@ -263,6 +297,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 	var mu sync.Mutex
 	reqs := map[string]*ourRequest{}
 	_, finishedBefore := o.p.marks.snapshot()
+	pool0 := poolStat(o.p.app.Pool)
 
 	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
 		ti := rng.IntN(len(o.threads)) // setup runs serially: rng needs no lock
@@ -302,6 +337,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 		return ourLoad{}, fmt.Errorf("%d of %d runs ended: %w", got, total, err)
 	}
 	starts, finished := m.snapshot()
+	res.pool = poolStat(o.p.app.Pool).since(pool0)
 
 	// Which request each run served.
 	byReq := map[string]string{} // request → run
@@ -448,7 +484,7 @@ type riverBench struct {
 // with River's defaults (fetch cooldown, poll interval) and a pool of the
 // size every function of ours gets.
 func startRiver(ctx context.Context, e *env, db benchDB) (*riverBench, error) {
-	pool, err := postgres.Open(ctx, db.URL, 20)
+	pool, err := postgres.Open(ctx, db.URL, riverPool)
 	if err != nil {
 		return nil, err
 	}
@@ -541,17 +577,20 @@ type riverLoad struct {
 	lat    samples
 	insert samples
 	early  int
+	pool   poolWait
 }
 
 func (l *riverLoad) add(o riverLoad) {
 	l.rate = (l.rate*float64(l.n) + o.rate*float64(o.n)) / float64(l.n+o.n)
 	l.n += o.n
 	l.lat, l.insert, l.early = append(l.lat, o.lat...), append(l.insert, o.insert...), l.early+o.early
+	l.pool.add(o.pool)
 }
 
 // load inserts total jobs at rate per second and waits for all to start.
 func (rv *riverBench) load(ctx context.Context, total, rate int) (riverLoad, error) {
 	var mu sync.Mutex
+	pool0 := poolStat(rv.pool)
 	committed := map[int]time.Time{}
 	var inserts samples
 	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
@@ -591,6 +630,7 @@ func (rv *riverBench) load(ctx context.Context, total, rate int) (riverLoad, err
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	res.pool = poolStat(rv.pool).since(pool0)
 	rv.mu.Lock()
 	defer rv.mu.Unlock()
 	for seq, c := range committed {
