@@ -134,6 +134,9 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 	r.detail("under load, ours: %d requests issued at %.0f/s (asked %d/s); %d found their thread idle (the line above), %d queued behind a run "+
 		"of their thread: commit → first step p50 %s p99 %s, previous run's end published → first step p50 %s p99 %s",
 		ol.n, ol.rate, sz.rate, len(ol.atOnce), len(ol.queued), ms(ol.queued.p50()), ms(ol.queued.p99()), ms(ol.handoff.p50()), ms(ol.handoff.p99()))
+	r.detail("under load, ours, the line above split: commit → the relay hands step.ready to the bus (its in-flight slot taken) p50 %s p99 %s; "+
+		"→ agent-step handler entered (bus routing, schema check, decode) p50 %s p99 %s",
+		ms(ol.toRelay.p50()), ms(ol.toRelay.p99()), ms(ol.toHandler.p50()), ms(ol.toHandler.p99()))
 	r.detail("under load, ours, every request: p50 %s p99 %s; Submit itself p50 %s p99 %s (River Insert p50 %s p99 %s)",
 		ms(ol.all.p50()), ms(ol.all.p99()), ms(ol.submit.p50()), ms(ol.submit.p99()), ms(rl.insert.p50()), ms(rl.insert.p99()))
 	r.detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
@@ -263,6 +266,7 @@ type ourLoad struct {
 	n                       int
 	rate                    float64
 	all, atOnce, queued     samples // commit → start of step 1
+	toRelay, toHandler      samples // atOnce split: commit → relay hands step.ready to the bus → handler entered
 	handoff                 samples // queued ones: previous run's end published → start of step 1
 	submit                  samples // Submit's own latency
 	violations, lost, early int
@@ -275,6 +279,7 @@ func (l *ourLoad) add(o ourLoad) {
 	l.n += o.n
 	l.all, l.atOnce, l.queued = append(l.all, o.all...), append(l.atOnce, o.atOnce...), append(l.queued, o.queued...)
 	l.handoff, l.submit = append(l.handoff, o.handoff...), append(l.submit, o.submit...)
+	l.toRelay, l.toHandler = append(l.toRelay, o.toRelay...), append(l.toHandler, o.toHandler...)
 	l.violations, l.lost, l.early = l.violations+o.violations, l.lost+o.lost, l.early+o.early
 	l.violatingThreads += o.violatingThreads
 	l.pool.add(o.pool)
@@ -372,6 +377,10 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 			res.queued = append(res.queued, d)
 		} else {
 			res.atOnce = append(res.atOnce, d)
+			if h, ok := o.p.marks.handedAt(runID); ok {
+				res.toRelay = append(res.toRelay, max(0, h.Sub(q.committed)))
+				res.toHandler = append(res.toHandler, max(0, starts[runID][0].Sub(h)))
+			}
 		}
 	}
 	// FIFO per thread: in submission order, each request's run starts after

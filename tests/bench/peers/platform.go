@@ -47,12 +47,13 @@ type platform struct {
 type marks struct {
 	mu       sync.Mutex
 	starts   map[string][]time.Time // run → start of step 1, 2, …
+	handed   map[string]time.Time   // run → its step 1's event handed to the bus by the relay
 	finished map[string]time.Time   // run → run.finished published
 	changed  chan struct{}          // closed and replaced on every mark
 }
 
 func newMarks() *marks {
-	return &marks{starts: map[string][]time.Time{}, finished: map[string]time.Time{}, changed: make(chan struct{})}
+	return &marks{starts: map[string][]time.Time{}, handed: map[string]time.Time{}, finished: map[string]time.Time{}, changed: make(chan struct{})}
 }
 
 func (m *marks) step(runID string, stepNo int, at time.Time) {
@@ -63,6 +64,22 @@ func (m *marks) step(runID string, stepNo int, at time.Time) {
 	}
 	m.wakeLocked()
 	m.mu.Unlock()
+}
+
+func (m *marks) hand(runID string, at time.Time) {
+	m.mu.Lock()
+	if _, ok := m.handed[runID]; !ok {
+		m.handed[runID] = at
+	}
+	m.mu.Unlock()
+}
+
+// handedAt returns when run's step 1 was handed to the bus.
+func (m *marks) handedAt(runID string) (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.handed[runID]
+	return t, ok
 }
 
 func (m *marks) finish(runID string, at time.Time) {
@@ -173,17 +190,25 @@ func (p *platform) threads(ctx context.Context, n int) ([]string, error) {
 	return out, nil
 }
 
-// markingBus is the in-process bus (outbox.LocalBus) plus the run.finished mark.
+// markingBus is the in-process bus (outbox.LocalBus) plus two marks: a
+// run.finished event published, a run's first step.ready handed over by the
+// relay (after the relay's in-flight slot was taken).
 type markingBus struct {
 	local *outbox.LocalBus
 	marks *marks
 }
 
 func (b *markingBus) Publish(ctx context.Context, ev cloudevents.Event) error {
-	if ev.Type() == events.TypeRunFinished {
+	switch ev.Type() {
+	case events.TypeRunFinished:
 		var p events.RunFinished
 		if err := json.Unmarshal(ev.Data(), &p); err == nil {
 			b.marks.finish(p.RunID, time.Now())
+		}
+	case events.TypeStepReady:
+		var p events.StepReady
+		if err := json.Unmarshal(ev.Data(), &p); err == nil && p.StepNo == 1 {
+			b.marks.hand(p.RunID, time.Now())
 		}
 	}
 	if b.local == nil {
