@@ -73,6 +73,11 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 		return fmt.Errorf("profile our statements: %w", err)
 	}
 
+	dprof, err := e.profileDBOS(ctx, db, 3)
+	if err != nil {
+		return fmt.Errorf("profile DBOS statements: %w", err)
+	}
+
 	dpool, err := postgres.Open(ctx, db.URL, 0) // the pool settings every function of ours gets
 	if err != nil {
 		return err
@@ -129,6 +134,7 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 	ourCount.print(r, "ours")
 	prof.print(r)
 	dbosCount.print(r, "DBOS")
+	dprof.print(r)
 	r.detail("%d timed workflows of each kind (%d step samples each), %d floor commits; %d + %d workflows counted",
 		n, len(ourSteps), len(floorLat), counted, counted)
 	return nil

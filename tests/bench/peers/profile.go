@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // stmtProxy is a TCP proxy in front of PostgreSQL that decodes what its
@@ -221,11 +223,55 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 	time.Sleep(100 * time.Millisecond) // the relay's last acknowledgement batch
 	px.set(false)
 	stmts, trips := px.snapshot()
-	return stmtProfile{workflows: n, stmts: stmts, trips: trips}, nil
+	return stmtProfile{who: "ours", workflows: n, stmts: stmts, trips: trips}, nil
 }
 
-// stmtProfile is what profileOurs saw.
+// profileDBOS does the same for DBOS: a DBOS instance of its own on a pool
+// through the proxy, launched, profiled and shut down before the timed one
+// starts.
+func (e *env) profileDBOS(ctx context.Context, db benchDB, n int) (stmtProfile, error) {
+	target, err := hostOf(db.URL)
+	if err != nil {
+		return stmtProfile{}, err
+	}
+	px, err := startProxy(target)
+	if err != nil {
+		return stmtProfile{}, err
+	}
+	defer px.close()
+	pURL, err := px.url(db.URL)
+	if err != nil {
+		return stmtProfile{}, err
+	}
+	pool, err := postgres.Open(ctx, pURL, 0)
+	if err != nil {
+		return stmtProfile{}, err
+	}
+	defer pool.Close()
+	d, err := launchDBOS(ctx, pool)
+	if err != nil {
+		return stmtProfile{}, err
+	}
+	defer d.shutdown()
+	for range 2 {
+		if _, err := d.run(ctx); err != nil {
+			return stmtProfile{}, err
+		}
+	}
+	px.set(true)
+	for range n {
+		if _, err := d.run(ctx); err != nil {
+			return stmtProfile{}, err
+		}
+	}
+	px.set(false)
+	stmts, trips := px.snapshot()
+	return stmtProfile{who: "DBOS", workflows: n, stmts: stmts, trips: trips}, nil
+}
+
+// stmtProfile is what a profile saw.
 type stmtProfile struct {
+	who       string
 	workflows int
 	stmts     []stmtCount
 	trips     int
@@ -237,8 +283,8 @@ func (sp stmtProfile) print(r *report) {
 	for _, s := range sp.stmts {
 		total += s.n
 	}
-	r.detail("ours, where those transactions come from (%d workflows through a decoding proxy, untimed): %.1f round trips and %.1f statement executions per step; executions per step:",
-		sp.workflows, float64(sp.trips)/steps, float64(total)/steps)
+	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): %.1f round trips and %.1f statement executions per step; executions per step:",
+		sp.who, sp.workflows, float64(sp.trips)/steps, float64(total)/steps)
 	for _, s := range sp.stmts {
 		r.detail("  %5.2f  %s", float64(s.n)/steps, short(s.sql, 160))
 	}
