@@ -30,6 +30,9 @@ const (
 	maxInFlight   = 256 // load generator: submissions (inserts) in flight at most
 	dispatchRatio = 1.0 // our p99 ≤ River's p99
 	loadRounds    = 3   // load rounds, each ours then River
+	// relayMaxInFlight is outbox.RelayConfig's default MaxInFlight, which
+	// bootstrap.Open keeps: publications under way at once per process.
+	relayMaxInFlight = 64
 )
 
 func figRiver(ctx context.Context, e *env, r *report) error {
@@ -137,6 +140,8 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 	r.detail("under load, ours, the line above split: commit → the relay hands step.ready to the bus (its in-flight slot taken) p50 %s p99 %s; "+
 		"→ agent-step handler entered (bus routing, schema check, decode) p50 %s p99 %s",
 		ms(ol.toRelay.p50()), ms(ol.toRelay.p99()), ms(ol.toHandler.p50()), ms(ol.toHandler.p99()))
+	r.detail("under load, ours: at most %d publications under way on the in-process bus at once (the relay allows %d; each holds its slot for its handler's whole run)",
+		ol.peakInFlight, relayMaxInFlight)
 	r.detail("under load, ours, every request: p50 %s p99 %s; Submit itself p50 %s p99 %s (River Insert p50 %s p99 %s)",
 		ms(ol.all.p50()), ms(ol.all.p99()), ms(ol.submit.p50()), ms(ol.submit.p99()), ms(rl.insert.p50()), ms(rl.insert.p99()))
 	r.detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
@@ -272,6 +277,7 @@ type ourLoad struct {
 	violations, lost, early int
 	violatingThreads        int
 	pool                    poolWait
+	peakInFlight            int64 // most publications under way on the bus at once
 }
 
 func (l *ourLoad) add(o ourLoad) {
@@ -283,6 +289,7 @@ func (l *ourLoad) add(o ourLoad) {
 	l.violations, l.lost, l.early = l.violations+o.violations, l.lost+o.lost, l.early+o.early
 	l.violatingThreads += o.violatingThreads
 	l.pool.add(o.pool)
+	l.peakInFlight = max(l.peakInFlight, o.peakInFlight)
 }
 
 type ourRequest struct {
@@ -303,6 +310,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 	reqs := map[string]*ourRequest{}
 	_, finishedBefore := o.p.marks.snapshot()
 	pool0 := poolStat(o.p.app.Pool)
+	o.p.bus.resetPeak()
 
 	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
 		ti := rng.IntN(len(o.threads)) // setup runs serially: rng needs no lock
@@ -343,6 +351,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 	}
 	starts, finished := m.snapshot()
 	res.pool = poolStat(o.p.app.Pool).since(pool0)
+	res.peakInFlight = o.p.bus.peak.Load()
 
 	// Which request each run served.
 	byReq := map[string]string{} // request → run

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
@@ -38,6 +39,7 @@ import (
 type platform struct {
 	app     *bootstrap.App
 	marks   *marks
+	bus     *markingBus
 	notices *noticeHook
 	sub     access.Subject
 	stop    func()
@@ -171,7 +173,7 @@ func (e *env) openPlatform(ctx context.Context, db benchDB, prefix string, model
 	relayCtx, stopRelay := context.WithCancel(context.WithoutCancel(ctx))
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = app.Relay.Run(relayCtx) }()
-	return &platform{app: app, marks: bus.marks, notices: notices, sub: access.Subject{UID: "bench", Role: "superadmin"},
+	return &platform{app: app, marks: bus.marks, bus: bus, notices: notices, sub: access.Subject{UID: "bench", Role: "superadmin"},
 		stop: func() { stopRelay(); <-relayDone; app.Close() }}, nil
 }
 
@@ -196,9 +198,19 @@ func (p *platform) threads(ctx context.Context, n int) ([]string, error) {
 type markingBus struct {
 	local *outbox.LocalBus
 	marks *marks
+	// inFlight counts publications under way (with the in-process bus, a
+	// publication lasts as long as its handler); peak is its maximum since
+	// the last resetPeak.
+	inFlight, peak atomic.Int64
 }
 
+func (b *markingBus) resetPeak() { b.peak.Store(b.inFlight.Load()) }
+
 func (b *markingBus) Publish(ctx context.Context, ev cloudevents.Event) error {
+	n := b.inFlight.Add(1)
+	defer b.inFlight.Add(-1)
+	for p := b.peak.Load(); n > p && !b.peak.CompareAndSwap(p, n); p = b.peak.Load() {
+	}
 	switch ev.Type() {
 	case events.TypeRunFinished:
 		var p events.RunFinished
