@@ -19,7 +19,7 @@ import (
 // Transact's, with figure 1's commit as the floor.
 const (
 	wfSteps       = 10  // steps per workflow
-	wfWarm        = 5   // untimed workflows of each kind first
+	wfWarm        = 20  // untimed workflows of each kind first (statement caches of the pool's connections)
 	dbosRatioMax  = 1.0 // our step p50 ≤ DBOS's
 	floorRatioMax = 2.0 // our step p50 ≤ 2× the bare commit
 )

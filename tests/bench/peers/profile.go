@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -27,10 +28,12 @@ type stmtProxy struct {
 	ln     net.Listener
 	target string
 
-	mu    sync.Mutex
-	on    bool
-	execs map[string]int // normalized SQL → executions
-	trips int            // Syncs + simple Queries
+	mu       sync.Mutex
+	on       bool
+	execs    map[string]int // normalized SQL → executions
+	trips    int            // Syncs + simple Queries
+	prepares int            // Parse messages (pgx prepares a statement once per connection)
+	parsed   map[string]int // normalized SQL → Parse messages
 }
 
 func startProxy(target string) (*stmtProxy, error) {
@@ -38,7 +41,7 @@ func startProxy(target string) (*stmtProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &stmtProxy{ln: ln, target: target, execs: map[string]int{}}
+	p := &stmtProxy{ln: ln, target: target, execs: map[string]int{}, parsed: map[string]int{}}
 	go p.serve()
 	return p, nil
 }
@@ -102,6 +105,12 @@ func (p *stmtProxy) handle(client net.Conn) {
 		switch m := msg.(type) {
 		case *pgproto3.Parse:
 			prepared[m.Name] = m.Query
+			p.mu.Lock()
+			if p.on {
+				p.prepares++
+				p.parsed[normalize(m.Query)]++
+			}
+			p.mu.Unlock()
 		case *pgproto3.Bind:
 			bound = prepared[m.PreparedStatement]
 		case *pgproto3.Execute:
@@ -130,17 +139,17 @@ func (p *stmtProxy) count(sql string, trips int) {
 
 // stmtCount is one statement's executions.
 type stmtCount struct {
-	sql string
-	n   int
+	sql       string
+	n, parsed int // executions, preparations
 }
 
 // snapshot returns the counts, most executed first, and resets them.
-func (p *stmtProxy) snapshot() ([]stmtCount, int) {
+func (p *stmtProxy) snapshot() ([]stmtCount, int, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]stmtCount, 0, len(p.execs))
 	for s, n := range p.execs {
-		out = append(out, stmtCount{s, n})
+		out = append(out, stmtCount{s, n, p.parsed[s]})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].n != out[j].n {
@@ -148,9 +157,9 @@ func (p *stmtProxy) snapshot() ([]stmtCount, int) {
 		}
 		return out[i].sql < out[j].sql
 	})
-	trips := p.trips
-	p.execs, p.trips = map[string]int{}, 0
-	return out, trips
+	trips, prepares := p.trips, p.prepares
+	p.execs, p.trips, p.prepares, p.parsed = map[string]int{}, 0, 0, map[string]int{}
+	return out, trips, prepares
 }
 
 func normalize(sql string) string { return strings.Join(strings.Fields(sql), " ") }
@@ -209,7 +218,7 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 		return stmtProfile{}, err
 	}
 	ours := &ourWorkflows{p: p, threads: threads}
-	for range 2 { // statement caches
+	for range 5 { // statement caches of the pool's connections
 		if _, err := ours.run(ctx); err != nil {
 			return stmtProfile{}, err
 		}
@@ -222,8 +231,8 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 	}
 	time.Sleep(100 * time.Millisecond) // the relay's last acknowledgement batch
 	px.set(false)
-	stmts, trips := px.snapshot()
-	return stmtProfile{who: "ours", workflows: n, stmts: stmts, trips: trips}, nil
+	stmts, trips, prepares := px.snapshot()
+	return stmtProfile{who: "ours", workflows: n, stmts: stmts, trips: trips, prepares: prepares}, nil
 }
 
 // profileDBOS does the same for DBOS: a DBOS instance of its own on a pool
@@ -265,8 +274,8 @@ func (e *env) profileDBOS(ctx context.Context, db benchDB, n int) (stmtProfile, 
 		}
 	}
 	px.set(false)
-	stmts, trips := px.snapshot()
-	return stmtProfile{who: "DBOS", workflows: n, stmts: stmts, trips: trips}, nil
+	stmts, trips, prepares := px.snapshot()
+	return stmtProfile{who: "DBOS", workflows: n, stmts: stmts, trips: trips, prepares: prepares}, nil
 }
 
 // stmtProfile is what a profile saw.
@@ -275,6 +284,7 @@ type stmtProfile struct {
 	workflows int
 	stmts     []stmtCount
 	trips     int
+	prepares  int
 }
 
 func (sp stmtProfile) print(r *report) {
@@ -283,9 +293,13 @@ func (sp stmtProfile) print(r *report) {
 	for _, s := range sp.stmts {
 		total += s.n
 	}
-	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): %.1f round trips and %.1f statement executions per step; executions per step:",
-		sp.who, sp.workflows, float64(sp.trips)/steps, float64(total)/steps)
+	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): %.1f round trips, %.1f statement executions "+
+		"and %.2f statement preparations per step; executions per step:", sp.who, sp.workflows, float64(sp.trips)/steps, float64(total)/steps, float64(sp.prepares)/steps)
 	for _, s := range sp.stmts {
-		r.detail("  %5.2f  %s", float64(s.n)/steps, short(s.sql, 160))
+		prep := ""
+		if s.parsed > 0 {
+			prep = fmt.Sprintf(" [prepared %.2f/step]", float64(s.parsed)/steps)
+		}
+		r.detail("  %5.2f  %s%s", float64(s.n)/steps, short(s.sql, 160), prep)
 	}
 }
