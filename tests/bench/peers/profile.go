@@ -189,6 +189,9 @@ func hostOf(dbURL string) (string, error) {
 	return u.Host, nil
 }
 
+// profileWarm workflows run through the proxy before it counts.
+const profileWarm = 5
+
 // profileOurs runs n workflows of figure 8 on a second platform connected
 // through a stmtProxy, and prints per step the round trips and the
 // statements executed, most frequent first.
@@ -213,12 +216,12 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 		return stmtProfile{}, err
 	}
 	defer p.close()
-	threads, err := p.threads(ctx, n+2)
+	threads, err := p.threads(ctx, n+profileWarm)
 	if err != nil {
 		return stmtProfile{}, err
 	}
 	ours := &ourWorkflows{p: p, threads: threads}
-	for range 5 { // statement caches of the pool's connections
+	for range profileWarm { // statement caches of the pool's connections
 		if _, err := ours.run(ctx); err != nil {
 			return stmtProfile{}, err
 		}
@@ -262,7 +265,7 @@ func (e *env) profileDBOS(ctx context.Context, db benchDB, n int) (stmtProfile, 
 		return stmtProfile{}, err
 	}
 	defer d.shutdown()
-	for range 2 {
+	for range profileWarm {
 		if _, err := d.run(ctx); err != nil {
 			return stmtProfile{}, err
 		}
