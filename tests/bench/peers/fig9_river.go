@@ -18,6 +18,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
+	runs "github.com/yuxi-serverless/yuxi/shared/run"
 )
 
 // Figure 9: from the commit of a request to the start of its first step,
@@ -129,13 +130,14 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 			fmt.Sprintf("≤ %.0f× River", dispatchRatio), rr <= dispatchRatio)
 	}
 	line("dispatch_idle_p99", ourIdle, riverIdle)
-	r.detail("idle, ours, a request queued behind its thread's run: that run's end (run.finished published) → its first step p50 %s p99 %s "+
+	r.detail("idle, ours, a request queued behind its thread's run: that run's finished_at → its first step p50 %s p99 %s "+
 		"(%d of %d pairs queued; the dispatcher's hand-off)", ms(ourHandoff.p50()), ms(ourHandoff.p99()), len(ourHandoff), sz.idle)
 	line("dispatch_load_p99", ol.atOnce, rl.lat)
-	r.line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d threads with one; %d requests never started", ol.violatingThreads, ol.lost),
+	r.line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d out of order, %d overlapping the previous run; %d threads with one; %d requests never started",
+		ol.outOfOrder, ol.overlaps, ol.violatingThreads, ol.lost),
 		"0", ol.violations == 0 && ol.lost == 0)
 	r.detail("under load, ours: %d requests issued at %.0f/s (asked %d/s); %d found their thread idle (the line above), %d queued behind a run "+
-		"of their thread: commit → first step p50 %s p99 %s, previous run's end published → first step p50 %s p99 %s",
+		"of their thread: commit → first step p50 %s p99 %s, previous run's finished_at → first step p50 %s p99 %s",
 		ol.n, ol.rate, sz.rate, len(ol.atOnce), len(ol.queued), ms(ol.queued.p50()), ms(ol.queued.p99()), ms(ol.handoff.p50()), ms(ol.handoff.p99()))
 	r.detail("under load, ours, the line above split: commit → the relay hands step.ready to the bus (its in-flight slot taken) p50 %s p99 %s; "+
 		"→ agent-step handler entered (bus routing, schema check, decode) p50 %s p99 %s",
@@ -224,7 +226,7 @@ func (o *ourQueue) isolated(ctx context.Context, tag string, i int) (time.Durati
 
 // handoff submits two requests on the next thread, the second while the
 // first's run is still going, and returns the second's wait from the end of
-// the first run (run.finished published) to the start of its own first
+// the first run (its finished_at, server clock) to the start of its own first
 // step: the dispatcher's hand-off to a queued request. ok is false when the
 // first run ended before the second submission (nothing was queued).
 func (o *ourQueue) handoff(ctx context.Context, i int) (d time.Duration, ok bool, err error) {
@@ -258,12 +260,19 @@ func (o *ourQueue) handoff(ctx context.Context, i int) (d time.Duration, ok bool
 	if req.DispatchedRunID == nil {
 		return 0, false, fmt.Errorf("queued request %s was not dispatched after the run before it", req.RequestID)
 	}
-	starts, finished := m.snapshot()
+	starts, _ := m.snapshot()
 	s := starts[*req.DispatchedRunID]
 	if len(s) == 0 {
 		return 0, false, fmt.Errorf("run %s of queued request %s has no step", *req.DispatchedRunID, req.RequestID)
 	}
-	return s[0].Sub(finished[*ins[0].RunID]), true, nil
+	prev, err := o.p.app.Runs.Get(ctx, o.p.app.Pool, *ins[0].RunID)
+	if err != nil {
+		return 0, false, err
+	}
+	if prev.FinishedAt == nil {
+		return 0, false, fmt.Errorf("run %s ended without finished_at", prev.ID)
+	}
+	return s[0].Sub(*prev.FinishedAt), true, nil
 }
 
 // ourLoad is what load measured.
@@ -272,10 +281,11 @@ type ourLoad struct {
 	rate                    float64
 	all, atOnce, queued     samples // commit → start of step 1
 	toRelay, toHandler      samples // atOnce split: commit → relay hands step.ready to the bus → handler entered
-	handoff                 samples // queued ones: previous run's end published → start of step 1
+	handoff                 samples // queued ones: previous run's finished_at → start of step 1
 	submit                  samples // Submit's own latency
 	violations, lost, early int
 	violatingThreads        int
+	outOfOrder, overlaps    int // the violations: started before the previous request's run started; before it finished
 	pool                    poolWait
 	peakInFlight            int64 // most publications under way on the bus at once
 }
@@ -288,6 +298,7 @@ func (l *ourLoad) add(o ourLoad) {
 	l.toRelay, l.toHandler = append(l.toRelay, o.toRelay...), append(l.toHandler, o.toHandler...)
 	l.violations, l.lost, l.early = l.violations+o.violations, l.lost+o.lost, l.early+o.early
 	l.violatingThreads += o.violatingThreads
+	l.outOfOrder, l.overlaps = l.outOfOrder+o.outOfOrder, l.overlaps+o.overlaps
 	l.pool.add(o.pool)
 	l.peakInFlight = max(l.peakInFlight, o.peakInFlight)
 }
@@ -349,12 +360,13 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 		m.mu.Unlock()
 		return ourLoad{}, fmt.Errorf("%d of %d runs ended: %w", got, total, err)
 	}
-	starts, finished := m.snapshot()
+	starts, _ := m.snapshot()
 	res.pool = poolStat(o.p.app.Pool).since(pool0)
 	res.peakInFlight = o.p.bus.peak.Load()
 
 	// Which request each run served.
 	byReq := map[string]string{} // request → run
+	rows := map[string]runs.Run{}
 	for runID := range starts {
 		if _, old := finishedBefore[runID]; old {
 			continue
@@ -365,6 +377,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 		}
 		if strings.HasPrefix(rn.RequestID, fmt.Sprintf("bench-l%d-", round)) {
 			byReq[rn.RequestID] = runID
+			rows[runID] = rn
 		}
 	}
 	perThread := map[int][]string{}
@@ -392,22 +405,33 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 			}
 		}
 	}
-	// FIFO per thread: in submission order, each request's run starts after
-	// the previous one's started and after it ended (one run at a time).
+	// FIFO per thread, read from the runs' own rows (started_at set by the
+	// claim, finished_at by the end, both server clock): in submission
+	// order, each request's run starts after the previous request's run
+	// started and after it finished — one run at a time. The hand-off of a
+	// queued request is measured from the previous run's finished_at (the
+	// run.finished event itself may wait for a relay slot) to its first step.
 	for _, rids := range perThread {
 		sort.Slice(rids, func(a, b int) bool { return reqs[rids[a]].seq < reqs[rids[b]].seq })
 		bad := 0
 		for k := 1; k < len(rids); k++ {
-			prev, cur := byReq[rids[k-1]], byReq[rids[k]]
-			if prev == "" || cur == "" || len(starts[prev]) == 0 || len(starts[cur]) == 0 {
+			prev, cur := rows[byReq[rids[k-1]]], rows[byReq[rids[k]]]
+			if prev.ID == "" || cur.ID == "" {
 				continue // counted as lost
 			}
-			end, ended := finished[prev]
-			if starts[cur][0].Before(starts[prev][0]) || !ended || starts[cur][0].Before(end) {
-				bad++
+			if prev.StartedAt == nil || cur.StartedAt == nil || prev.FinishedAt == nil {
+				return ourLoad{}, fmt.Errorf("runs %s, %s: started_at or finished_at missing", prev.ID, cur.ID)
 			}
-			if reqs[rids[k]].queued && ended {
-				res.handoff = append(res.handoff, max(0, starts[cur][0].Sub(end)))
+			switch {
+			case cur.StartedAt.Before(*prev.StartedAt):
+				bad++
+				res.outOfOrder++
+			case cur.StartedAt.Before(*prev.FinishedAt):
+				bad++
+				res.overlaps++
+			}
+			if reqs[rids[k]].queued {
+				res.handoff = append(res.handoff, max(0, starts[cur.ID][0].Sub(*prev.FinishedAt)))
 			}
 		}
 		res.violations += bad
