@@ -34,6 +34,11 @@ type stmtProxy struct {
 	trips    int            // Syncs + simple Queries
 	prepares int            // Parse messages (pgx prepares a statement once per connection)
 	parsed   map[string]int // normalized SQL → Parse messages
+	// txs are the transactions the clients' messages make, as the server
+	// counts them: BEGIN … COMMIT/ROLLBACK is one; outside it, every
+	// exchange closed by a Sync (a statement, a batch, a preparation) and
+	// every simple Query is one of its own.
+	txs int
 }
 
 func startProxy(target string) (*stmtProxy, error) {
@@ -97,6 +102,28 @@ func (p *stmtProxy) handle(client net.Conn) {
 	}
 	prepared := map[string]string{} // statement name → SQL
 	var bound string
+	var inTx, implicit bool // in BEGIN … COMMIT; an implicit transaction open until the next Sync
+	// txControl folds a statement into the transaction state.
+	txControl := func(sql string, simple bool) {
+		word, _, _ := strings.Cut(strings.ToUpper(strings.TrimSpace(sql)), " ")
+		switch strings.TrimSuffix(word, ";") {
+		case "BEGIN", "START":
+			inTx, implicit = true, false
+		case "COMMIT", "END", "ROLLBACK", "ABORT":
+			if inTx {
+				p.countTx()
+			}
+			inTx = false
+		default:
+			if !inTx {
+				if simple {
+					p.countTx()
+				} else {
+					implicit = true
+				}
+			}
+		}
+	}
 	for {
 		msg, err := be.Receive()
 		if err != nil {
@@ -104,6 +131,9 @@ func (p *stmtProxy) handle(client net.Conn) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.Parse:
+			if !inTx {
+				implicit = true
+			}
 			prepared[m.Name] = m.Query
 			p.mu.Lock()
 			if p.on {
@@ -115,10 +145,16 @@ func (p *stmtProxy) handle(client net.Conn) {
 			bound = prepared[m.PreparedStatement]
 		case *pgproto3.Execute:
 			p.count(bound, 0)
+			txControl(bound, false)
 		case *pgproto3.Sync:
 			p.count("", 1)
+			if implicit && !inTx {
+				p.countTx()
+			}
+			implicit = false
 		case *pgproto3.Query:
 			p.count(m.String, 1)
+			txControl(m.String, true)
 		case *pgproto3.Terminate:
 			return
 		}
@@ -137,6 +173,14 @@ func (p *stmtProxy) count(sql string, trips int) {
 	}
 }
 
+func (p *stmtProxy) countTx() {
+	p.mu.Lock()
+	if p.on {
+		p.txs++
+	}
+	p.mu.Unlock()
+}
+
 // stmtCount is one statement's executions.
 type stmtCount struct {
 	sql       string
@@ -144,7 +188,7 @@ type stmtCount struct {
 }
 
 // snapshot returns the counts, most executed first, and resets them.
-func (p *stmtProxy) snapshot() ([]stmtCount, int, int) {
+func (p *stmtProxy) snapshot() ([]stmtCount, int, int, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]stmtCount, 0, len(p.execs))
@@ -157,9 +201,9 @@ func (p *stmtProxy) snapshot() ([]stmtCount, int, int) {
 		}
 		return out[i].sql < out[j].sql
 	})
-	trips, prepares := p.trips, p.prepares
-	p.execs, p.trips, p.prepares, p.parsed = map[string]int{}, 0, 0, map[string]int{}
-	return out, trips, prepares
+	trips, prepares, txs := p.trips, p.prepares, p.txs
+	p.execs, p.trips, p.prepares, p.parsed, p.txs = map[string]int{}, 0, 0, map[string]int{}, 0
+	return out, trips, prepares, txs
 }
 
 func normalize(sql string) string { return strings.Join(strings.Fields(sql), " ") }
@@ -234,8 +278,8 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 	}
 	time.Sleep(100 * time.Millisecond) // the relay's last acknowledgement batch
 	px.set(false)
-	stmts, trips, prepares := px.snapshot()
-	return stmtProfile{who: "ours", workflows: n, stmts: stmts, trips: trips, prepares: prepares}, nil
+	stmts, trips, prepares, txs := px.snapshot()
+	return stmtProfile{who: "ours", workflows: n, stmts: stmts, trips: trips, prepares: prepares, txs: txs}, nil
 }
 
 // profileDBOS does the same for DBOS: a DBOS instance of its own on a pool
@@ -277,8 +321,8 @@ func (e *env) profileDBOS(ctx context.Context, db benchDB, n int) (stmtProfile, 
 		}
 	}
 	px.set(false)
-	stmts, trips, prepares := px.snapshot()
-	return stmtProfile{who: "DBOS", workflows: n, stmts: stmts, trips: trips, prepares: prepares}, nil
+	stmts, trips, prepares, txs := px.snapshot()
+	return stmtProfile{who: "DBOS", workflows: n, stmts: stmts, trips: trips, prepares: prepares, txs: txs}, nil
 }
 
 // stmtProfile is what a profile saw.
@@ -288,6 +332,7 @@ type stmtProfile struct {
 	stmts     []stmtCount
 	trips     int
 	prepares  int
+	txs       int
 }
 
 func (sp stmtProfile) print(r *report) {
@@ -296,8 +341,9 @@ func (sp stmtProfile) print(r *report) {
 	for _, s := range sp.stmts {
 		total += s.n
 	}
-	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): %.1f round trips, %.1f statement executions "+
-		"and %.2f statement preparations per step; executions per step:", sp.who, sp.workflows, float64(sp.trips)/steps, float64(total)/steps, float64(sp.prepares)/steps)
+	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): per step %.2f transactions as the clients open them "+
+		"(the server counts these plus whatever else ran on the database, autovacuum included), %.1f round trips, %.1f statement executions, %.2f statement preparations; executions per step:",
+		sp.who, sp.workflows, float64(sp.txs)/steps, float64(sp.trips)/steps, float64(total)/steps, float64(sp.prepares)/steps)
 	for _, s := range sp.stmts {
 		prep := ""
 		if s.parsed > 0 {
