@@ -41,8 +41,14 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 	fi
 
 .PHONY: bench
-bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors
-	$(GO) run ./tests/bench
+bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
+	@status=0; $(GO) run ./tests/bench || status=$$?; \
+	(cd tests/bench/peers && $(GO) run .) || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	exit $$status
+
+.PHONY: bench-peers
+bench-peers: services ## Only figures 8–9: our step vs DBOS Transact, our queue vs River (module tests/bench/peers)
+	cd tests/bench/peers && $(GO) run .
 
 SOAK ?= 10m
 .PHONY: soak
@@ -53,6 +59,7 @@ soak: services ## Soak the platform for $(SOAK) at 20 runs/s with 200 SSE client
 lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolation, events imports, package docs vs imports)
 	$(GO) vet ./...
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum are not tidy (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
+	cd tests/bench/peers && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 ./tests/manifests/
 
