@@ -116,6 +116,7 @@ func compactPayload(event string, p map[string]any) map[string]any {
 var chunkKeys = []string{
 	"status", "run_id", "message", "error_type", "error_message", "retryable", "job_try",
 	"questions", "approval", "interrupt_info", "source", "agent_state", "compression",
+	"tool_call_ids", // an interrupt's questions are answered per tool call
 }
 
 func compactChunk(chunk map[string]any) map[string]any {

@@ -34,6 +34,12 @@ func TestCompactEnvelope(t *testing.T) {
 			want:  `{"payload":{"chunk":{"event":{"data":{"event":"tool-finished","output":"ok","tool_call_id":"c1","tool_name":"s"},"method":"tools"},"status":"stream_event"},"name":"yuxi.stream_event"},"run_id":"r","thread_id":"t"}`,
 		},
 		{
+			name:  "interrupt keeps the questions and the tool calls that asked them",
+			event: EventInterrupt,
+			in:    `{"schema_version":1,"run_id":"r","thread_id":"t","payload":{"reason":"ask_user_question_required","chunk":{"message":"m","questions":[{"q":"?"}],"request_id":"q","source":"ask_user_question","status":"ask_user_question_required","thread_id":"t","tool_call_ids":["c1"]}}}`,
+			want:  `{"payload":{"chunk":{"message":"m","questions":[{"q":"?"}],"source":"ask_user_question","status":"ask_user_question_required","tool_call_ids":["c1"]},"reason":"ask_user_question_required"},"request_id":"q","run_id":"r","schema_version":1,"thread_id":"t"}`,
+		},
+		{
 			name:  "not JSON passes through",
 			event: EventCustom,
 			in:    `not json`,
