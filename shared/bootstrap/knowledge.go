@@ -218,7 +218,7 @@ type FileSweeper struct{ a *App }
 
 // Sweep implements dispatcher.Files.
 func (f FileSweeper) Sweep(ctx context.Context) error {
-	recs, err := kb.RecoverStuckFiles(ctx, f.a.Outbox, f.a.Pool, kb.SweepConfig{ParseLease: f.a.Config.FileLease,
+	recs, err := f.a.Knowledge.KBs.RecoverStuckFiles(ctx, f.a.Outbox, kb.SweepConfig{ParseLease: f.a.Config.FileLease,
 		IndexLease: f.a.Config.FileLease, Grace: f.a.Config.FileGrace})
 	for _, r := range recs {
 		f.a.Log.Info("sweep recovered file", "kb", r.KBID, "file", r.FileID, "status", r.Status, "action", r.Action)
@@ -226,8 +226,8 @@ func (f FileSweeper) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = kb.FlushVectorDeletes(ctx, f.a.Pool, f.a.Knowledge.Vectors, "")
-	n, perr := kb.PurgeDeleted(ctx, f.a.Pool, f.a.Knowledge.Vectors, f.a.Knowledge.Blob, "")
+	_, err = f.a.Knowledge.KBs.FlushVectorDeletes(ctx, f.a.Knowledge.Vectors, "")
+	n, perr := f.a.Knowledge.KBs.PurgeDeleted(ctx, f.a.Knowledge.Vectors, f.a.Knowledge.Blob, "")
 	if n > 0 {
 		f.a.Log.Info("sweep purged deleted knowledge bases", "count", n)
 	}
