@@ -90,16 +90,7 @@ func queryFiles(ctx context.Context, db postgres.DB, sql string, args ...any) ([
 
 // LoadFile reads a file by id, without an access check.
 func (s *Store) LoadFile(ctx context.Context, fileID string) (File, error) {
-	return loadFile(ctx, s.pool, fileID)
-}
-
-// LoadFileTx is LoadFile in tx.
-func (s *Store) LoadFileTx(ctx context.Context, tx pgx.Tx, fileID string) (File, error) {
-	return loadFile(ctx, tx, fileID)
-}
-
-func loadFile(ctx context.Context, db postgres.DB, fileID string) (File, error) {
-	f, err := scanFile(db.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1`, fileID))
+	f, err := scanFile(s.pool.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1`, fileID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return File{}, ErrFileNotFound
 	}

@@ -108,9 +108,11 @@ func Level(sub access.Subject, k KB) access.Level {
 // cleanups. It has one API shape (River's InsertTx idea): a method X runs on
 // the store's own pool — in its own transaction when it writes more than one
 // row — and XTx does the same work in the caller's transaction, to compose
-// with other writes. Writes that emit events exist only as XTx (they need an
-// outbox transaction: outbox.Outbox.Tx); Library runs them in their own.
-// There is no access to the pool from outside.
+// with other writes. A write that emits events, or that a use case wraps
+// with access checks and cleanup after commit, exists only as XTx; its X is
+// Library's (Register, FinishParse, Restage, RemoveFiles, MoveFile,
+// EditMarkdown, DeleteKB, ApplyBucketChange …), which runs it in its own
+// (outbox) transaction. The pool is not handed out.
 type Store struct {
 	pool *pgxpool.Pool
 	// DefaultEmbedding is the embedding model of new KBs that name none.
@@ -127,11 +129,6 @@ func NewStore(pool *pgxpool.Pool, defaultEmbedding string, dims func(spec string
 // Get returns KB kbID if sub may read it (ErrNotFound otherwise), with sub's permission.
 func (s *Store) Get(ctx context.Context, sub access.Subject, kbID string) (KB, error) {
 	return s.get(ctx, s.pool, sub, kbID)
-}
-
-// GetTx is Get in tx.
-func (s *Store) GetTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
-	return s.get(ctx, tx, sub, kbID)
 }
 
 func (s *Store) get(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
