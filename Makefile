@@ -44,9 +44,15 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors
 	$(GO) run ./tests/bench
 
+SOAK ?= 10m
+.PHONY: soak
+soak: services ## Soak the platform for $(SOAK) at 20 runs/s with 200 SSE clients; print growth per 1,000 runs (SOAK=90s for a short check)
+	$(GO) run ./tests/bench -soak $(SOAK)
+
 .PHONY: lint
-lint: ## go vet, gofmt, and the architecture rules (function isolation, events imports)
+lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolation, events imports, package docs vs imports)
 	$(GO) vet ./...
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod/go.sum are not tidy (run go mod tidy):"; $(GO) mod tidy -diff; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 ./tests/manifests/
 

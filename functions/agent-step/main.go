@@ -12,7 +12,9 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 )
 
 func main() {
@@ -30,14 +32,16 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "agent-step", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "agent-step", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	router := app.Router("agent-step")
-	agentstep.New(app.Runs, app.Models, app.Tools, app.Stream,
-		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, app.Log).Register(router)
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	defer core.Close()
+	// The model is offered the knowledge tools; tool-invoke runs them.
+	kit := chat.Open(core, chat.Offered(kbspec.All()...)...)
+	router := core.Router("agent-step")
+	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, core.Log).Register(router)
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	runs "github.com/yuxi-serverless/yuxi/shared/run"
 )
@@ -31,14 +33,19 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "dispatcher", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "dispatcher", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	router := app.Router("dispatcher")
-	dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream,
-		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: app.FileSweeper()}, app.Log).Register(router)
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	defer core.Close()
+	know, err := knowledge.Open(core)
+	if err != nil {
+		return err
+	}
+	kit := chat.Open(core, know.Tools()...)
+	router := core.Router("dispatcher")
+	dispatcher.New(kit.Runs, kit.Queue, core.Relay,
+		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: know.FileSweeper()}, core.Log).Register(router)
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("dispatcher")})
 }

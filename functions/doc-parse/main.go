@@ -12,6 +12,8 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
 
@@ -30,15 +32,22 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "doc-parse", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "doc-parse", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	router := app.Router("doc-parse")
-	k := app.Knowledge
-	parsedoc.New(k.KBs, app.Outbox, k.Blob, k.Buckets, k.Parser, k.Keyword, k.Vectors, app.Stream,
-		parsedoc.Config{Lease: cfg.FileLease, Crash: cfg.Crasher()}, app.Log).Register(router)
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	defer core.Close()
+	know, err := knowledge.Open(core)
+	if err != nil {
+		return err
+	}
+	parse, err := parser.Open(cfg)
+	if err != nil {
+		return err
+	}
+	router := core.Router("doc-parse")
+	parsedoc.New(know.KBs, core.Outbox, know.Blob, know.Buckets, parse, know.Keyword, know.Vectors, core.Stream,
+		parsedoc.Config{Lease: cfg.FileLease, Crash: cfg.Crasher()}, core.Log).Register(router)
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("doc-parse")})
 }

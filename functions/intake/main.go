@@ -11,6 +11,9 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
 
@@ -29,20 +32,29 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "intake", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "intake", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	authSvc, err := app.Auth(ctx)
+	defer core.Close()
+	know, err := knowledge.Open(core)
 	if err != nil {
 		return err
 	}
-	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
-		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, KBs: app.Knowledge.KBs, Retriever: app.Knowledge.Retriever,
-		Blob: app.Knowledge.Blob, Keyword: app.Knowledge.Keyword, Vectors: app.Knowledge.Vectors, Outbox: app.Outbox, Parser: app.Knowledge.Parser, NotifyToken: cfg.NotifyToken})
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
-	go app.Hub.Run(ctx)   //nolint:errcheck // ends with ctx
+	parse, err := parser.Open(cfg)
+	if err != nil {
+		return err
+	}
+	authSvc, err := chat.Auth(ctx, core)
+	if err != nil {
+		return err
+	}
+	kit, hub := chat.Open(core, know.Tools()...), core.NewHub()
+	api := intake.New(intake.Deps{Pool: core.Pool, Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
+		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log,
+		MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, KBs: know.KBs, Retriever: know.Retriever,
+		Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors, Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken})
+	go hub.Run(ctx)        //nolint:errcheck // ends with ctx
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})
 }

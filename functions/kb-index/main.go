@@ -11,6 +11,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
 
@@ -29,15 +30,18 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "kb-index", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "kb-index", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	router := app.Router("kb-index")
-	k := app.Knowledge
-	indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, app.Stream,
-		indexdoc.Config{Lease: cfg.FileLease, Crash: cfg.Crasher()}, app.Log).Register(router)
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	defer core.Close()
+	know, err := knowledge.Open(core)
+	if err != nil {
+		return err
+	}
+	router := core.Router("kb-index")
+	indexdoc.New(know.KBs, know.Blob, know.Keyword, know.Vectors, know.Models, core.Stream,
+		indexdoc.Config{Lease: cfg.FileLease, Crash: cfg.Crasher()}, core.Log).Register(router)
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("kb-index")})
 }

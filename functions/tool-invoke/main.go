@@ -11,6 +11,8 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
 
@@ -29,13 +31,18 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	rt := faas.DetectRuntime(getenv)
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "tool-invoke", Sync: rt != faas.RuntimeHTTP})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "tool-invoke", Sync: rt != faas.RuntimeHTTP})
 	if err != nil {
 		return err
 	}
-	defer app.Close()
-	router := app.Router("tool-invoke")
-	toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher()}, app.Log).Register(router)
-	go app.Relay.Run(ctx) //nolint:errcheck // ends with ctx
+	defer core.Close()
+	know, err := knowledge.Open(core)
+	if err != nil {
+		return err
+	}
+	kit := chat.Open(core, know.Tools()...)
+	router := core.Router("tool-invoke")
+	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher()}, core.Log).Register(router)
+	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("tool-invoke")})
 }

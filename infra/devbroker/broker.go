@@ -13,7 +13,7 @@
 // are ignored, and sources such as PingSource are not emulated.
 //
 // Imported by: the local runner and end-to-end tests. May import: shared/faas
-// (the sender and its retry classification), the CloudEvents SDK, yaml.v3 and
+// (the sender and its retry classification), the CloudEvents SDK, sigs.k8s.io/yaml and
 // the standard library.
 package devbroker
 

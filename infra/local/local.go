@@ -5,7 +5,7 @@
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
 // Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
-// May import: functions/*/<handler package>, shared/*, events.
+// May import: functions/*/<handler package>, shared/*, events, the CloudEvents SDK.
 package local
 
 import (
@@ -27,18 +27,31 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
 // Platform is the running all-in-one process.
 type Platform struct {
-	App     *bootstrap.App
+	App     *App
 	Handler http.Handler
 	// Routers are the event functions' routers (dispatcher, agent-step, tool-invoke).
 	Routers []*faas.Router
+	hub     *runstream.Hub
 	sweep   *dispatcher.Handler
+}
+
+// App is what the platform opened: the core (its fields promoted: App.Pool,
+// App.Log, …), the knowledge engines and the run side's stores.
+type App struct {
+	*bootstrap.Core
+	Knowledge *knowledge.Engines
+	Chat      *chat.Kit
 }
 
 // Models can replace the model registry (benchmarks use an in-process model).
@@ -67,29 +80,39 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	n := cfg.IngestConcurrency
 	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n,
 		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n}
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
+	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
 	if err != nil {
 		return nil, err
 	}
-	authSvc, err := app.Auth(ctx)
+	app, err := openApp(core)
 	if err != nil {
-		app.Close()
+		core.Close()
+		return nil, err
+	}
+	authSvc, err := chat.Auth(ctx, core)
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
+	docParser, err := parser.Open(cfg)
+	if err != nil {
+		core.Close()
 		return nil, err
 	}
 	crash := cfg.Crasher()
-	var models Models = app.Models
+	var models Models = core.Models
 	if o.models != nil {
 		models = o.models
 	}
-	step := agentstep.New(app.Runs, models, app.Tools, app.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, app.Log)
-	tools := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, app.Log)
-	disp := dispatcher.New(app.Runs, app.Queue, app.Relay, app.Stream, dispatcher.Config{
-		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: app.FileSweeper()}, app.Log)
-	k := app.Knowledge
-	parse := parsedoc.New(k.KBs, app.Outbox, k.Blob, k.Buckets, k.Parser, k.Keyword, k.Vectors, app.Stream,
-		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, app.Log)
-	index := indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, app.Stream,
-		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, app.Log)
+	kit, k := app.Chat, app.Knowledge
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, core.Log)
+	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, core.Log)
+	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
+		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper()}, core.Log)
+	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
+		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
+	index := indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, core.Stream,
+		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 
 	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
 	parseRouter, indexRouter := app.Router("doc-parse"), app.Router("kb-index")
@@ -100,11 +123,13 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	index.Register(indexRouter)
 	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter))
 
-	api := intake.New(intake.Deps{Pool: app.Pool, Auth: authSvc, Agents: app.Agents, Threads: app.Threads, Queue: app.Queue,
-		Runs: app.Runs, Tools: app.Tools, Hub: app.Hub, Stream: app.Stream, Log: app.Log, MaxBodyBytes: cfg.MaxBodyBytes,
+	hub := core.NewHub()
+	api := intake.New(intake.Deps{Pool: core.Pool, Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
+		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
-		Outbox: app.Outbox, Parser: k.Parser, NotifyToken: cfg.NotifyToken})
-	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter}, sweep: disp}, nil
+		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken})
+	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
+		hub: hub, sweep: disp}, nil
 }
 
 // Run serves until ctx ends: the API on addr, the relay, the stream hub and
@@ -121,7 +146,7 @@ func (p *Platform) Run(ctx context.Context, addr string, ready func(net.Addr)) e
 	errs := make(chan error, 4)
 	wg.Add(3)
 	go func() { defer wg.Done(); errs <- p.App.Relay.Run(ctx) }()
-	go func() { defer wg.Done(); errs <- ignoreCanceled(p.App.Hub.Run(ctx)) }()
+	go func() { defer wg.Done(); errs <- ignoreCanceled(p.hub.Run(ctx)) }()
 	go func() { defer wg.Done(); p.sweepLoop(ctx) }()
 
 	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second}
@@ -164,6 +189,15 @@ func ignoreCanceled(err error) error {
 		return nil
 	}
 	return err
+}
+
+// openApp opens the knowledge engines and the run side on core.
+func openApp(core *bootstrap.Core) (*App, error) {
+	k, err := knowledge.Open(core)
+	if err != nil {
+		return nil, err
+	}
+	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, k.Tools()...)}, nil
 }
 
 // lazyBus lets the relay be built before the routers it delivers to.

@@ -2,8 +2,8 @@
 // share_config) and defines the configurable context of the ChatbotAgent
 // backend, from which the configuration form items are generated.
 //
-// Imported by: functions/intake (routes), functions/agent-step (reads the
-// context), shared/queue (model resolution). May import: shared/access,
+// Imported by: functions/intake (routes), shared/run (the context a run's
+// steps use), shared/queue (model resolution), shared/bootstrap (wiring). May import: shared/access,
 // shared/failure, shared/postgres, pgx.
 package agent
 

@@ -18,7 +18,14 @@
 //     partial one, and concurrent Puts of one key leave exactly one of them
 //     (last writer wins). Put reads exactly size bytes from r (size -1: until
 //     EOF); a reader that ends early fails the Put and leaves the key as it
-//     was. Bytes beyond size are not read.
+//     was. Bytes beyond size are not read. Put stops reading r as soon as
+//     ctx is done, so a cancelled Put leaves the key as it was — unless the
+//     cancellation came after the last byte was sent, which for a remote
+//     store is a true race (the object may have been stored).
+//   - No engine ever exposes a partial object, and none leaves garbage
+//     forever: Local's temp files of a dead process are removed by
+//     Local.RemoveTemp (the dispatcher's sweep); S3 objects appear whole or
+//     not at all (see S3.Put).
 //   - Get and Stat return ErrNotFound (wrapped) for a missing key; Delete of a
 //     missing key succeeds.
 //   - Info.ETag is an opaque change token: it changes when the content does.

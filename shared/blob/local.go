@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Local is the directory engine.
@@ -43,7 +44,8 @@ import (
 // fsyncs, renames it over the object and fsyncs the directory: readers see the
 // old or the new file, never a torn one, and the last rename wins. Names with
 // "~" other than directories are never listed, so a temp file left by a crash
-// is invisible (and may be removed by hand).
+// (SIGKILL mid-Put) is invisible; RemoveTemp, run by the dispatcher's sweep,
+// deletes those older than a grace period.
 //
 // Every access goes through os.Root, so even a symbolic link placed in the
 // directory cannot lead a key outside it. Keys are matched byte for byte;
@@ -467,6 +469,80 @@ func (l *Local) List(ctx context.Context, prefix string) ([]Info, error) {
 	}
 	slices.SortFunc(out, func(a, b Info) int { return strings.Compare(a.Key, b.Key) })
 	return out, nil
+}
+
+// RemoveTemp deletes temp files ("~tmp-*") last modified more than olderThan
+// ago — left by a process killed during a Put — and the directories that
+// leaves empty; it returns how many files it removed. A Put in progress
+// writes its temp file continuously, so its modification time stays recent;
+// one stalled for longer than olderThan loses its temp file and fails at the
+// rename, leaving the key as it was (the Put contract). Choose olderThan well
+// above any Put's pauses (the sweep uses YUXI_FILE_LEASE).
+func (l *Local) RemoveTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	root, err := os.OpenRoot(l.dir)
+	if err != nil {
+		return 0, fmt.Errorf("blob: remove temp files: %w", err)
+	}
+	defer root.Close()
+	cutoff := time.Now().Add(-olderThan)
+	removed := 0
+	var dirs []string
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if isMissing(err) {
+				return nil
+			}
+			return err
+		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		name := d.Name()
+		if d.IsDir() {
+			if p != "." && (!strings.HasSuffix(name, dirSuffix) || strings.Count(name, dirSuffix) != 1) {
+				return fs.SkipDir // not ours
+			}
+			return nil
+		}
+		if !strings.HasPrefix(name, tmpPrefix) || !d.Type().IsRegular() {
+			return nil
+		}
+		st, err := d.Info()
+		if err != nil {
+			if isMissing(err) {
+				return nil
+			}
+			return err
+		}
+		if !st.ModTime().Before(cutoff) {
+			return nil
+		}
+		rel := filepath.FromSlash(p)
+		if err := root.Remove(rel); err != nil {
+			if isMissing(err) {
+				return nil
+			}
+			return err
+		}
+		removed++
+		if dir := filepath.Dir(rel); dir != "." {
+			dirs = append(dirs, dir)
+		}
+		return nil
+	})
+	// Best effort, as in Delete: a directory that is not empty (or that a Put
+	// is filling right now) refuses removal, which ends that walk up.
+	for _, d := range dirs {
+		for ; d != "."; d = filepath.Dir(d) {
+			if root.Remove(d) != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return removed, fmt.Errorf("blob: remove temp files: %w", err)
+	}
+	return removed, nil
 }
 
 // localPath maps a valid key to its file path relative to the root.

@@ -16,11 +16,6 @@ type Credentials struct {
 	SessionToken string
 }
 
-// Open returns the Store a URI names, with anonymous S3 access; see OpenWith.
-func Open(uri string) (Store, error) {
-	return OpenWith(uri, Credentials{})
-}
-
 // OpenWith returns the Store a URI names. Accepted forms:
 //
 //	/var/lib/yuxi/blobs               a plain path (absolute or relative): Local

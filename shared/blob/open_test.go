@@ -14,18 +14,18 @@ func TestOpenLocal(t *testing.T) {
 		"file://" + filepath.Join(dir, "uri"),
 		"file://localhost" + filepath.Join(dir, "localhost"),
 	} {
-		s, err := Open(uri)
+		s, err := OpenWith(uri, Credentials{})
 		if err != nil {
-			t.Errorf("Open(%q): %v", uri, err)
+			t.Errorf("OpenWith(%q): %v", uri, err)
 			continue
 		}
 		l, ok := s.(*Local)
 		if !ok {
-			t.Errorf("Open(%q) = %T, want *Local", uri, s)
+			t.Errorf("OpenWith(%q) = %T, want *Local", uri, s)
 			continue
 		}
 		if !strings.HasPrefix(l.Dir(), dir) {
-			t.Errorf("Open(%q) dir = %q", uri, l.Dir())
+			t.Errorf("OpenWith(%q) dir = %q", uri, l.Dir())
 		}
 	}
 }
@@ -97,8 +97,8 @@ func TestOpenRejects(t *testing.T) {
 		"file://remote-host/dir",
 		"file:///tmp/x?opt=1",
 	} {
-		if s, err := Open(uri); err == nil {
-			t.Errorf("Open(%q) = %T, want an error", uri, s)
+		if s, err := OpenWith(uri, Credentials{}); err == nil {
+			t.Errorf("OpenWith(%q) = %T, want an error", uri, s)
 		}
 	}
 }

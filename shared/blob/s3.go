@@ -179,16 +179,33 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, conte
 	// readers one at a time, but uploads io.ReaderAt sources with several
 	// parallel part buffers, so only a small seekable body (sent in one PUT,
 	// which minio-go can retry by seeking) is passed through as is.
-	body := r
-	_, isReaderAt := r.(io.ReaderAt)
-	_, isSeeker := r.(io.Seeker)
+	//
+	// No partial object, ever: an object of known size up to PartSize is one
+	// PUT with that Content-Length, which S3 stores only when the whole body
+	// arrived; a larger or unsized one is a multipart upload, invisible until
+	// CompleteMultipartUpload, and minio-go aborts a failed upload (with a
+	// context of its own, so even after a cancellation) — the parts of an
+	// upload whose process died are left to the bucket's
+	// AbortIncompleteMultipartUpload lifecycle rule, never visible as an object.
+	//
+	// Every body reads through ctx: once ctx is done the next Read fails, so
+	// the transport cannot send the rest of the body in the moment before it
+	// notices the cancellation itself. Without that, a Put cancelled part way
+	// could still deliver its whole body under load and store the object
+	// while reporting the cancellation (the TestS3Contract/CancelledPut flake).
+	// A cancellation after the last byte was sent remains a true race, as
+	// for any remote write: the object may or may not have been stored.
+	var body io.Reader
+	ra, isReaderAt := r.(io.ReaderAt)
+	sk, isSeeker := r.(io.Seeker)
 	switch {
 	case size >= 0 && uint64(size) <= s.partSize && isReaderAt && isSeeker:
 		// minio-go sends exactly size bytes from the current offset.
+		body = &ctxReadSeekerAt{ctx: ctx, r: r, ra: ra, sk: sk}
 	case size >= 0:
-		body = io.LimitReader(r, size)
+		body = withContext(ctx, io.LimitReader(r, size))
 	default:
-		body = struct{ io.Reader }{r}
+		body = withContext(ctx, r)
 	}
 	up, err := s.client.PutObject(ctx, s.bucket, s.object(key), body, size, minio.PutObjectOptions{
 		ContentType: ct,
@@ -208,6 +225,32 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64, conte
 		return Info{}, fmt.Errorf("blob: put %s: stored %d of %d bytes: %w", key, up.Size, size, io.ErrUnexpectedEOF)
 	}
 	return Info{Key: key, Size: up.Size, ContentType: ct, ETag: trimETag(up.ETag), ModTime: up.LastModified}, nil
+}
+
+// ctxReadSeekerAt is a seekable body whose reads fail once ctx is done.
+type ctxReadSeekerAt struct {
+	ctx context.Context
+	r   io.Reader
+	ra  io.ReaderAt
+	sk  io.Seeker
+}
+
+func (c *ctxReadSeekerAt) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}
+
+func (c *ctxReadSeekerAt) ReadAt(p []byte, off int64) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.ra.ReadAt(p, off)
+}
+
+func (c *ctxReadSeekerAt) Seek(offset int64, whence int) (int64, error) {
+	return c.sk.Seek(offset, whence)
 }
 
 // Get implements Store. The reader streams the response body and fails once

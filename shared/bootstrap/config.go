@@ -1,11 +1,3 @@
-// Package bootstrap turns configuration into the clients and services a
-// function needs: the Postgres pool (migrated), Redis, the run stream writer
-// and hub, the outbox and its relay, the domain stores, the model registry and
-// the tool registry. Function mains and the local runner call Load with their
-// getenv and Open with the result; nothing else reads the environment.
-//
-// Imported by: function mains, infra/local, tests and benchmarks.
-// May import: shared/* and the standard library.
 package bootstrap
 
 import (
@@ -37,17 +29,28 @@ type Config struct {
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
-	StepLease      time.Duration // YUXI_STEP_LEASE (default 60s)
-	OutboxClaim    time.Duration // YUXI_OUTBOX_CLAIM (default 30s)
-	SweepInterval  time.Duration // YUXI_SWEEP_INTERVAL (default 10s; local runner only)
-	SweepStale     time.Duration // YUXI_SWEEP_STALE (default 10m)
-	ToolTimeout    time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
-	SSEHeartbeat   time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
-	MaxBodyBytes   int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
-	DBMaxConns     int32         // YUXI_DB_MAX_CONNS (default 20): the pool size of each process
-	WorkerID       string        // YUXI_WORKER_ID (default: host-pid-random)
-	LogLevel       string        // LOG_LEVEL: debug | info | warn | error
-	CreateDatabase bool          // YUXI_CREATE_DATABASE: create DATABASE_URL's database when missing (local runs)
+	StepLease   time.Duration // YUXI_STEP_LEASE (default 60s)
+	OutboxClaim time.Duration // YUXI_OUTBOX_CLAIM (default 30s)
+	// OutboxRetention (YUXI_OUTBOX_RETENTION, default 24h): published outbox
+	// rows older than this are deleted by the sweep. OutboxKeyRetention
+	// (YUXI_OUTBOX_KEY_RETENTION, default 168h): how long the dedupe keys that
+	// must outlive their rows are kept (shared/outbox/retention.go).
+	OutboxRetention time.Duration
+	// StreamTTL (YUXI_STREAM_TTL, default 2h) bounds a run stream that never
+	// ends; StreamTail (YUXI_STREAM_TAIL, default 5m) is how long a stream
+	// lives after its end (runstream.Config).
+	StreamTTL          time.Duration
+	StreamTail         time.Duration
+	OutboxKeyRetention time.Duration
+	SweepInterval      time.Duration // YUXI_SWEEP_INTERVAL (default 10s; local runner only)
+	SweepStale         time.Duration // YUXI_SWEEP_STALE (default 10m)
+	ToolTimeout        time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
+	SSEHeartbeat       time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
+	MaxBodyBytes       int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
+	DBMaxConns         int32         // YUXI_DB_MAX_CONNS (default 20): the pool size of each process
+	WorkerID           string        // YUXI_WORKER_ID (default: host-pid-random)
+	LogLevel           string        // LOG_LEVEL: debug | info | warn | error
+	CreateDatabase     bool          // YUXI_CREATE_DATABASE: create DATABASE_URL's database when missing (local runs)
 
 	// Knowledge bases.
 	BlobURI          string // YUXI_BLOB_URI: object store (file:///dir or s3://bucket/prefix?endpoint=…); default .yuxi/objects
@@ -129,6 +132,10 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 	}{
 		{"YUXI_STEP_LEASE", &c.StepLease, 60 * time.Second},
 		{"YUXI_OUTBOX_CLAIM", &c.OutboxClaim, 30 * time.Second},
+		{"YUXI_OUTBOX_RETENTION", &c.OutboxRetention, 24 * time.Hour},
+		{"YUXI_STREAM_TTL", &c.StreamTTL, 2 * time.Hour},
+		{"YUXI_STREAM_TAIL", &c.StreamTail, 5 * time.Minute},
+		{"YUXI_OUTBOX_KEY_RETENTION", &c.OutboxKeyRetention, 7 * 24 * time.Hour},
 		{"YUXI_SWEEP_INTERVAL", &c.SweepInterval, 10 * time.Second},
 		{"YUXI_SWEEP_STALE", &c.SweepStale, 10 * time.Minute},
 		{"YUXI_TOOL_TIMEOUT", &c.ToolTimeout, 5 * time.Minute},
@@ -205,6 +212,12 @@ func (c Config) validate() error {
 	}
 	if (c.OCREngine == "") != (c.OCRBaseURL == "") {
 		return fmt.Errorf("set both YUXI_OCR_ENGINE and YUXI_OCR_BASE_URL, or neither")
+	}
+	if c.OutboxKeyRetention < c.OutboxRetention {
+		return fmt.Errorf("YUXI_OUTBOX_KEY_RETENTION must not be shorter than YUXI_OUTBOX_RETENTION")
+	}
+	if c.StreamTail > c.StreamTTL {
+		return fmt.Errorf("YUXI_STREAM_TAIL must not be longer than YUXI_STREAM_TTL")
 	}
 	if c.StepLease < 3*time.Millisecond {
 		return fmt.Errorf("YUXI_STEP_LEASE is too short")

@@ -18,39 +18,31 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/yuxi-serverless/yuxi/events"
-	"github.com/yuxi-serverless/yuxi/shared/agent"
-	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
-	"github.com/yuxi-serverless/yuxi/shared/queue"
-	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
-	"github.com/yuxi-serverless/yuxi/shared/thread"
-	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
-// App is an opened process: its clients and services.
-type App struct {
-	Config  Config
-	Log     *slog.Logger
-	Pool    *pgxpool.Pool
-	Redis   *redis.Client
-	Stream  *runstream.Writer
-	Hub     *runstream.Hub
-	Relay   *outbox.Relay
-	Outbox  *outbox.Outbox
-	Runs    *run.Store
-	Agents  *agent.Store
-	Threads *thread.Store
-	Queue   *queue.Service
-	Models  *llm.Registry
-	Tools   *tool.Registry
+// Core is what every function opens: the logger, the migrated Postgres pool,
+// Redis with the run-stream writer, the outbox with its relay, and the model
+// providers. The other openers (chat.Open, knowledge.Open and parser.Open, in
+// the packages under this one) take it and add only what their callers use.
+type Core struct {
+	Config Config
+	Log    *slog.Logger
+	Pool   *pgxpool.Pool
+	Redis  *redis.Client
+	Stream *runstream.Writer
+	Relay  *outbox.Relay
+	Outbox *outbox.Outbox
+	// Models are the model providers (chat, embedding and rerank models).
+	Models *llm.Registry
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
-	// Knowledge holds the knowledge-base engines.
-	Knowledge *Knowledge
+
+	closers []func() // of the openers built on this core, run first by Close
 }
 
 // Options choose how the process publishes events.
@@ -74,9 +66,16 @@ func Logger(level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l}))
 }
 
-// Open connects and builds the services. Close releases them.
-func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
+// OpenCore loads the model providers, connects to Postgres (creating the
+// database when cfg.CreateDatabase, then migrating it) and Redis, and builds
+// the outbox and its relay. The caller runs Relay.Run and calls Close.
+func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 	log := Logger(cfg.LogLevel).With("function", opt.Function)
+	// Providers come from cfg.Environ (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL).
+	models, err := llm.LoadRegistry(cfg.Environ, &http.Client{Transport: http.DefaultTransport})
+	if err != nil {
+		return nil, fmt.Errorf("model providers: %w", err)
+	}
 	if cfg.CreateDatabase {
 		if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
@@ -96,16 +95,8 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	models, err := llm.LoadRegistry(cfg.Environ, &http.Client{Transport: http.DefaultTransport})
-	if err != nil {
-		pool.Close()
-		_ = rdb.Close()
-		return nil, fmt.Errorf("model providers: %w", err)
-	}
-	scfg := runstream.Config{Prefix: cfg.RedisPrefix}
-	app := &App{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
-	app.Stream = runstream.NewWriter(rdb, scfg)
-	app.Hub = runstream.NewHub(rdb, scfg, log)
+	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
+	c.Stream = runstream.NewWriter(rdb, c.streamConfig())
 	pub := opt.Publisher
 	if pub == nil {
 		if cfg.Sink == "" {
@@ -116,56 +107,39 @@ func Open(ctx context.Context, cfg Config, opt Options) (*App, error) {
 			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
 		}
 	}
-	app.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes}, log)
-	app.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: app.Relay}
-	if err := app.openKnowledge(); err != nil {
-		pool.Close()
-		_ = rdb.Close()
-		return nil, err
-	}
-	app.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: pool}}, app.KnowledgeTools()...)...)
-	app.Runs = run.NewStore(pool, app.Outbox)
-	app.Agents = agent.NewStore(pool, app.Tools.Has)
-	app.Threads = thread.NewStore(pool)
-	app.Queue = queue.NewService(pool, app.Outbox, app.Agents, modelCatalog{models}, app.Stream)
-	return app, nil
+	c.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes,
+		Retention: cfg.OutboxRetention, KeyRetention: cfg.OutboxKeyRetention}, log)
+	c.Outbox = &outbox.Outbox{Writer: outbox.Writer{Source: events.Source(opt.Function), Claim: cfg.OutboxClaim}, Relay: c.Relay}
+	return c, nil
 }
 
-// Auth builds the auth service, with configured secrets or ones generated
-// and stored on first start.
-func (a *App) Auth(ctx context.Context) (*auth.Service, error) {
-	jwtSecret, keySecret := []byte(a.Config.JWTSecret), []byte(a.Config.APIKeySecret)
-	if len(jwtSecret) == 0 {
-		var err error
-		if jwtSecret, keySecret, err = auth.LoadOrCreateSecrets(ctx, a.Pool); err != nil {
-			return nil, err
-		}
-	}
-	return auth.NewService(a.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret})
+func (c *Core) streamConfig() runstream.Config {
+	return runstream.Config{Prefix: c.Config.RedisPrefix, StreamTTL: c.Config.StreamTTL, EndTail: c.Config.StreamTail}
 }
+
+// NewHub returns the run-stream hub that serves SSE clients (intake); the
+// caller runs its Run loop.
+func (c *Core) NewHub() *runstream.Hub { return runstream.NewHub(c.Redis, c.streamConfig(), c.Log) }
 
 // Router returns an event router for the named function that records
 // permanent failures.
-func (a *App) Router(function string) *faas.Router {
-	return faas.NewRouter(function, a.Failures, a.Log)
+func (c *Core) Router(function string) *faas.Router {
+	return faas.NewRouter(function, c.Failures, c.Log)
 }
 
-// Close releases the clients.
-func (a *App) Close() {
-	a.Relay.Wait()
-	if a.Knowledge != nil && a.Knowledge.closeVectors != nil {
-		a.Knowledge.closeVectors()
+// OnClose registers f to run when c closes, before the pool and Redis are
+// released (openers built on c use it for their background work).
+func (c *Core) OnClose(f func()) { c.closers = append(c.closers, f) }
+
+// Close waits for the relay's in-flight publishes, runs the OnClose functions
+// (last registered first) and releases the clients.
+func (c *Core) Close() {
+	c.Relay.Wait()
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
 	}
-	a.Pool.Close()
-	_ = a.Redis.Close()
-}
-
-// modelCatalog adapts the model registry to the queue's Models.
-type modelCatalog struct{ *llm.Registry }
-
-func (m modelCatalog) Available(spec string) error {
-	_, _, err := m.ChatModel(spec)
-	return err
+	c.Pool.Close()
+	_ = c.Redis.Close()
 }
 
 // ensureDatabase creates the database named in dbURL when it does not exist

@@ -17,7 +17,7 @@ import (
 // second registration at "/" would make its ServeMux panic.
 var functionsFrameworkUsed atomic.Bool
 
-// ServeFunctionsFramework serves under functions-framework-go, as Google Cloud
+// serveFunctionsFramework serves under functions-framework-go, as Google Cloud
 // Run functions run Go: h as an HTTP function if it is set, otherwise r as a
 // CloudEvent function (Eventarc, Pub/Sub push). addr is host:port; the port
 // must be fixed (Cloud Run passes it in PORT).
@@ -34,11 +34,8 @@ var functionsFrameworkUsed atomic.Bool
 // touches the framework, and it may be called once per process; a second call
 // returns an error. The framework cannot stop its server, so when ctx ends
 // this returns nil and the listener lives until the process exits (Cloud Run
-// stops the instance with SIGTERM and then SIGKILL anyway).
-func ServeFunctionsFramework(ctx context.Context, addr string, r *Router, h http.Handler) error {
-	return serveFunctionsFramework(ctx, addr, r, h, nil)
-}
-
+// stops the instance with SIGTERM and then SIGKILL anyway). onReady, when
+// set, is told the address once the server listens.
 func serveFunctionsFramework(ctx context.Context, addr string, r *Router, h http.Handler, onReady func(string)) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {

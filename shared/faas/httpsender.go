@@ -30,9 +30,6 @@ func NewHTTPSender(target string, client *http.Client) *HTTPSender {
 	return &HTTPSender{target: target, client: client}
 }
 
-// Target is the URL events are posted to.
-func (s *HTTPSender) Target() string { return s.target }
-
 // Send posts ev and classifies the answer:
 //
 //	2xx                                   → nil

@@ -275,26 +275,17 @@ func envelopeOnly(eb events.EventBridgeEvent) cloudevents.Event {
 	return ev
 }
 
-// ServeLambda runs r under the Lambda runtime API (SQS, EventBridge and direct
-// invocations; see LambdaHandler). It never returns: the runtime loop exits
-// the process on fatal errors.
-func ServeLambda(r *Router) {
-	lambda.Start(LambdaHandler(r))
-}
-
-// ServeLambdaURL serves h behind a Lambda Function URL configured with
-// InvokeMode RESPONSE_STREAM (the intake; SSE needs streaming). It never
-// returns.
+// serveLambda runs under the Lambda runtime API, with ctx as the base
+// context of invocations, and never returns (the runtime loop exits the
+// process on fatal errors): r for SQS, EventBridge and direct invocations
+// (see LambdaHandler), or h behind a Lambda Function URL configured with
+// InvokeMode RESPONSE_STREAM (the intake; SSE needs streaming).
 //
 // lambdaurl pipes everything h writes straight to the runtime API as the
 // streamed response body; the status and headers go out with the first Write
 // or WriteHeader. Its ResponseWriter does not implement http.Flusher, so
 // handlers that flush (SSE) would think streaming is unsupported; h is given a
 // writer whose Flush is a no-op, which is accurate because nothing is buffered.
-func ServeLambdaURL(h http.Handler) {
-	lambdaurl.Start(streamingHandler(h))
-}
-
 func serveLambda(ctx context.Context, r *Router, h http.Handler) {
 	if h != nil {
 		lambdaurl.Start(streamingHandler(h), lambda.WithContext(ctx))

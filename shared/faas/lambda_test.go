@@ -225,7 +225,7 @@ func TestLambdaUnknownPayloads(t *testing.T) {
 	}
 }
 
-// ServeLambdaURL's handler streams: what the handler writes and flushes
+// The Function URL handler (serveLambda with an HTTP handler) streams: what the handler writes and flushes
 // reaches Lambda before the handler returns.
 func TestLambdaURLStreams(t *testing.T) {
 	t.Parallel()

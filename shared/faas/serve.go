@@ -61,9 +61,8 @@ func DetectRuntime(getenv func(string) string) string {
 // RuntimeHTTP serves o.HTTP, or NewHTTPReceiver(o.Router), and on ctx's end
 // stops accepting and drains in-flight requests (bounded by ShutdownTimeout);
 // handlers keep ctx's values but not its cancellation, so draining work is not
-// cut short. RuntimeLambda never returns (ServeLambda / ServeLambdaURL, with
-// ctx as the base context of invocations). RuntimeGCF: see
-// ServeFunctionsFramework.
+// cut short. RuntimeLambda never returns (see serveLambda). RuntimeGCF: see
+// serveFunctionsFramework.
 func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Router == nil && o.HTTP == nil {
 		return errors.New("serve: neither a router nor an HTTP handler to serve")

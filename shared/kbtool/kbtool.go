@@ -5,8 +5,12 @@
 // enabled for the run's agent (context.knowledges; empty = all readable),
 // re-checked at every call. Results cite kb_id, file_id and chunk ids.
 //
-// Imported by: the tool registry wiring (bootstrap). May import: shared/kb,
-// shared/tool, shared/access, shared/postgres, shared/failure, pgx.
+// The tools' names, descriptions and argument schemas live in kbspec, which
+// a process that only offers the tools to the model links instead.
+//
+// Imported by: the tool registry wiring (bootstrap/knowledge). May import:
+// shared/kb, shared/kbtool/kbspec, shared/tool, shared/access, shared/postgres,
+// shared/failure, pgx.
 package kbtool
 
 import (
@@ -24,6 +28,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
@@ -134,17 +139,9 @@ func run[T any](ctx context.Context, d Deps, c tool.Call, fn func(scope, T) (any
 	return tool.Result{Output: string(b)}, nil
 }
 
-func spec(name, display, desc, params string) tool.Spec {
-	return tool.Spec{Name: name, DisplayName: display, Category: "knowledge", Tags: []string{"knowledge"}, Description: desc,
-		Parameters: json.RawMessage(params)}
-}
-
 type listKBs struct{ d Deps }
 
-func (listKBs) Spec() tool.Spec {
-	return spec("list_kbs", "List knowledge bases", "List the knowledge bases available in this conversation (kb_id, name, description).",
-		`{"type":"object","additionalProperties":false,"properties":{"dummy":{"type":"string","description":"ignored"}}}`)
-}
+func (listKBs) Spec() tool.Spec { return kbspec.ListKBs() }
 
 func (t listKBs) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	return run(ctx, t.d, c, func(sc scope, _ struct {
@@ -168,12 +165,7 @@ func (t listKBs) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 
 type queryKB struct{ d Deps }
 
-func (queryKB) Spec() tool.Spec {
-	return spec("query_kb", "Search a knowledge base",
-		"Search knowledge base kb_id for passages relevant to query_text; optionally only in files whose name contains file_name. Cite kb_id, file_id and the chunk id (id) of passages you use.",
-		`{"type":"object","additionalProperties":false,"required":["kb_id","query_text"],"properties":{
-			"kb_id":{"type":"string"},"query_text":{"type":"string","minLength":1},"file_name":{"type":"string"}}}`)
-}
+func (queryKB) Spec() tool.Spec { return kbspec.QueryKB() }
 
 func (t queryKB) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	return run(ctx, t.d, c, func(sc scope, a struct {
@@ -198,13 +190,7 @@ func (t queryKB) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 
 type openDocument struct{ d Deps }
 
-func (openDocument) Spec() tool.Spec {
-	return spec("open_kb_document", "Open a document",
-		"Open the parsed text of file_id in kb_id, window_size lines (default 1800) from offset (0-based) or from line (1-based; wins over offset). Lines are numbered.",
-		`{"type":"object","additionalProperties":false,"required":["kb_id","file_id"],"properties":{
-			"kb_id":{"type":"string"},"file_id":{"type":"string"},"line":{"type":"integer","minimum":1},
-			"offset":{"type":"integer","minimum":0},"window_size":{"type":"integer","minimum":1,"maximum":2000,"default":1800}}}`)
-}
+func (openDocument) Spec() tool.Spec { return kbspec.OpenDocument() }
 
 func (t openDocument) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	return run(ctx, t.d, c, func(sc scope, a struct {
@@ -243,16 +229,7 @@ func readDocument(ctx context.Context, d Deps, sc scope, kbID, fileID string) (s
 
 type findDocument struct{ d Deps }
 
-func (findDocument) Spec() tool.Spec {
-	return spec("find_kb_document", "Find in a document",
-		"Find lines of file_id in kb_id matching any of patterns (keywords, or regular expressions with use_regex); returns up to max_windows windows of window_size numbered lines around the matches.",
-		`{"type":"object","additionalProperties":false,"required":["kb_id","file_id","patterns"],"properties":{
-			"kb_id":{"type":"string"},"file_id":{"type":"string"},
-			"patterns":{"type":"array","minItems":1,"items":{"type":"string","minLength":1}},
-			"use_regex":{"type":"boolean","default":false},"case_sensitive":{"type":"boolean","default":false},
-			"max_windows":{"type":"integer","minimum":1,"maximum":20,"default":5},
-			"window_size":{"type":"integer","minimum":1,"maximum":200,"default":80}}}`)
-}
+func (findDocument) Spec() tool.Spec { return kbspec.FindDocument() }
 
 func (t findDocument) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	return run(ctx, t.d, c, func(sc scope, a struct {
@@ -270,13 +247,7 @@ func (t findDocument) Invoke(ctx context.Context, c tool.Call) (tool.Result, err
 
 type searchFile struct{ d Deps }
 
-func (searchFile) Spec() tool.Spec {
-	return spec("search_file", "Search files",
-		"Search files by name across the knowledge bases of this conversation, or one (kb_name). Give kb_name, query or both.",
-		`{"type":"object","additionalProperties":false,"properties":{
-			"kb_name":{"type":"string"},"query":{"type":"string"},
-			"offset":{"type":"integer","minimum":0,"default":0},"limit":{"type":"integer","minimum":1,"maximum":5000,"default":300}}}`)
-}
+func (searchFile) Spec() tool.Spec { return kbspec.SearchFile() }
 
 func (t searchFile) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	return run(ctx, t.d, c, func(sc scope, a struct {

@@ -8,6 +8,10 @@
 // the in-process bus acknowledges after the handler finished; the HTTP sink
 // after the broker accepted the event.
 //
+// Published rows are deleted after a retention window by Relay.Prune, which
+// the dispatcher's sweep runs; which dedupe keys outlive their rows, and why,
+// is written down in retention.go.
+//
 // Imported by: domain packages that change state (they call Write inside their
 // transactions), function mains and the local runner (they run a Relay).
 // May import: events, shared/faas, shared/postgres, pgx, the CloudEvents SDK.
@@ -26,7 +30,9 @@ import (
 )
 
 // Pending is an event to write. DedupeKey, when set, makes the write
-// idempotent: a second row with the same key is silently skipped.
+// idempotent: a second row with the same key is silently skipped — while the
+// first row exists, or, for the keys retention.go keeps, for the keys'
+// longer retention after it was pruned.
 type Pending struct {
 	Payload   events.Payload
 	DedupeKey string
@@ -60,7 +66,7 @@ func (w Writer) Write(ctx context.Context, tx Querier, pending ...Pending) ([]Ro
 		if err != nil {
 			return nil, err
 		}
-		row, ok, err := ins.scan(tx.QueryRow(ctx, insertSQL, ins.args...))
+		row, ok, err := ins.scan(tx.QueryRow(ctx, ins.sql, ins.args...))
 		if err != nil {
 			return nil, err
 		}
@@ -77,9 +83,11 @@ const insertSQL = `
 	ON CONFLICT (dedupe_key) DO NOTHING
 	RETURNING id`
 
-// insertion is one outbox row to write: its event and the insert's arguments.
+// insertion is one outbox row to write: its event, the insert (insertSQL, or
+// insertKeptSQL for keys that outlive their row) and its arguments.
 type insertion struct {
 	ev   cloudevents.Event
+	sql  string
 	args []any
 }
 
@@ -102,11 +110,15 @@ func (w Writer) insert(ctx context.Context, p Pending) (insertion, error) {
 		return insertion{}, fmt.Errorf("encode extensions: %w", err)
 	}
 	var dedupe *string
+	sql := insertSQL
 	if p.DedupeKey != "" {
 		k := p.DedupeKey
 		dedupe = &k
+		if keepsKey(k) {
+			sql = insertKeptSQL
+		}
 	}
-	return insertion{ev: ev, args: []any{ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String()}}, nil
+	return insertion{ev: ev, sql: sql, args: []any{ev.ID(), ev.Type(), ev.Source(), ev.Subject(), ev.Data(), ext, dedupe, claim.String()}}, nil
 }
 
 // scan reads the insert's result: ok is false when the dedupe key skipped it.
@@ -194,7 +206,7 @@ func (w Writer) QueueWrite(ctx context.Context, b *pgx.Batch, rows *[]Row, pendi
 		if err != nil {
 			return err
 		}
-		b.Queue(insertSQL, ins.args...).QueryRow(func(row pgx.Row) error {
+		b.Queue(ins.sql, ins.args...).QueryRow(func(row pgx.Row) error {
 			r, ok, err := ins.scan(row)
 			if ok {
 				*rows = append(*rows, r)

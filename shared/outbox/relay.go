@@ -38,6 +38,15 @@ type RelayConfig struct {
 	// response (AWS Lambda, Cloud Run functions). Never use it with the
 	// in-process bus (a handler would wait on the handlers it triggers).
 	Sync bool
+	// Retention: published rows older than this are deleted by Prune
+	// (default 24h). KeyRetention: how long kept dedupe keys outlive their
+	// rows (default 7 days; see retention.go). PruneBatch rows per delete
+	// statement (default 1000), at most PruneBatches statements per Prune
+	// (default 20).
+	Retention    time.Duration
+	KeyRetention time.Duration
+	PruneBatch   int
+	PruneBatches int
 }
 
 func (c *RelayConfig) defaults() {
@@ -55,6 +64,18 @@ func (c *RelayConfig) defaults() {
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 200 * time.Millisecond
+	}
+	if c.Retention <= 0 {
+		c.Retention = 24 * time.Hour
+	}
+	if c.KeyRetention <= 0 {
+		c.KeyRetention = 7 * 24 * time.Hour
+	}
+	if c.PruneBatch <= 0 {
+		c.PruneBatch = 1000
+	}
+	if c.PruneBatches <= 0 {
+		c.PruneBatches = 20
 	}
 }
 

@@ -140,29 +140,39 @@ const threadStateSQL = `
 		AND status IN ('pending', 'running', 'cancel_requested')) a ON true`
 
 // insertRequestSQL writes the user's message and its request in one
-// statement; $13 (a run id) dispatches it at once: the message joins the
-// transcript and the run row is created with it (messages.run_id is checked
-// at commit, agent_runs.input_message_id at the end of the statement).
+// statement; $13 (a run id) marks both dispatched: the message joins the
+// transcript (messages.run_id is checked at commit, so the run may follow).
 const insertRequestSQL = `
 	WITH m AS (
 		INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, image_content, request_id,
 			delivery_status, run_id, transcript_seq)
 		VALUES ($1, 'user', $2, $3, $4, $5, $6, CASE WHEN $13::text IS NULL THEN $7 ELSE 'dispatched' END, $13,
 			CASE WHEN $13::text IS NULL THEN NULL ELSE nextval('transcript_seq') END)
-		RETURNING id),
-	r AS (
-		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
-			request_id, source, channel, run_type, input_message_id, input_payload)
-		SELECT $13, $8, $1, $8, $9, $10, 'pending', $6, $11, $12, 'chat', m.id, $15 FROM m WHERE $13::text IS NOT NULL
-		RETURNING id),
-	q AS (
-		INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel, queue_policy, status,
-			input_message_id, input_payload, error_message, dispatched_run_id, dispatched_at)
-		SELECT $6, $10, $9, $8, $11, $12, $14, CASE WHEN $13::text IS NULL THEN $7 ELSE 'dispatched' END, m.id, $15,
-			CASE WHEN $7 = 'rejected' THEN 'the thread is busy' END, $13, CASE WHEN $13::text IS NULL THEN NULL ELSE clock_timestamp() END
-		FROM m
-		RETURNING ` + requestCols + `)
-	SELECT ` + requestCols + ` FROM q`
+		RETURNING id)
+	INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel, queue_policy, status,
+		input_message_id, input_payload, error_message, dispatched_run_id, dispatched_at)
+	SELECT $6, $10, $9, $8, $11, $12, $14, CASE WHEN $13::text IS NULL THEN $7 ELSE 'dispatched' END, m.id, $15,
+		CASE WHEN $7 = 'rejected' THEN 'the thread is busy' END, $13, CASE WHEN $13::text IS NULL THEN NULL ELSE clock_timestamp() END
+	FROM m
+	RETURNING ` + requestCols
+
+// insertMessageSQL writes the user's message of a request dispatched at once;
+// the run (run.Store.QueueCreate) and then the request (insertDispatchedSQL)
+// follow in the same pipeline: the request references the run, the run the
+// message.
+const insertMessageSQL = `
+	INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, image_content, request_id,
+		delivery_status, run_id, transcript_seq)
+	VALUES ($1, 'user', $2, $3, $4, $5, $6, 'dispatched', $7, nextval('transcript_seq'))`
+
+// insertDispatchedSQL writes the request of insertMessageSQL's message ($5),
+// dispatched into run $6.
+const insertDispatchedSQL = `
+	INSERT INTO agent_run_requests (request_id, uid, agent_slug, conversation_thread_id, source, channel, queue_policy, status,
+		input_message_id, input_payload, dispatched_run_id, dispatched_at)
+	SELECT $1, $2, $3, $4, $5, $6, $7, 'dispatched', m.id, $8, $9, clock_timestamp()
+	FROM (SELECT id FROM messages WHERE conversation_id = $10 AND request_id = $1 AND role = 'user' ORDER BY id DESC LIMIT 1) m
+	RETURNING ` + requestCols
 
 // submitOnce takes a message in with two pipelined round trips on one
 // connection: the first opens the transaction, locks the thread and reads its
@@ -244,6 +254,7 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 	sc := Scope{UID: sub.Subject.UID, AgentSlug: sub.AgentSlug, ThreadID: sub.ThreadID, ConversationID: st.conversationID}
 	metaJSON, _ := json.Marshal(map[string]any{"request_id": sub.RequestID, "source": sub.Source, "channel": sub.Channel})
 	status, payload := RequestQueued, []byte("{}")
+	var runPayload run.Payload
 	var runID *string
 	switch {
 	case sub.QueuePolicy == PolicyReject && (st.activeID != nil || st.queued > 0):
@@ -268,7 +279,8 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 			return Intake{}, err
 		}
 		resolved.Model = spec
-		payload, _ = json.Marshal(run.Payload{ModelSpec: spec, ToolApprovalMode: "default", Context: resolved})
+		runPayload = run.Payload{ModelSpec: spec, ToolApprovalMode: "default", Context: resolved}
+		payload, _ = json.Marshal(runPayload)
 		if st.activeID == nil && st.queued == 0 {
 			// Idle thread: the request is the queue's ready head (an empty
 			// queue cannot be paused); dispatch it in the same statement.
@@ -283,13 +295,25 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 	var req Request
 	var rows []outbox.Row
 	b2 := &pgx.Batch{}
-	b2.Queue(insertRequestSQL, sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID,
-		status, sc.ThreadID, sc.AgentSlug, sc.UID, sub.Source, sub.Channel, runID, policy, payload).QueryRow(func(row pgx.Row) error {
+	scanReq := func(row pgx.Row) error {
 		var err error
 		req, err = scanRequest(row)
 		return err
-	})
-	if runID != nil {
+	}
+	if runID == nil {
+		b2.Queue(insertRequestSQL, sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID,
+			status, sc.ThreadID, sc.AgentSlug, sc.UID, sub.Source, sub.Channel, runID, policy, payload).QueryRow(scanReq)
+	} else {
+		// Dispatched at once: message, run (written by its owner, run) and
+		// request, pipelined in this round trip.
+		b2.Queue(insertMessageSQL, sc.ConversationID, sub.Query, messageType(sub), metaJSON, sub.ImageContent, sub.RequestID, *runID)
+		if err := s.runs.QueueCreate(b2, run.NewRun{ID: *runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID,
+			AgentSlug: sc.AgentSlug, UID: sc.UID, RequestID: sub.RequestID, Source: sub.Source, Channel: sub.Channel,
+			RunType: run.TypeChat, Payload: runPayload}); err != nil {
+			return Intake{}, err
+		}
+		b2.Queue(insertDispatchedSQL, sub.RequestID, sc.UID, sc.AgentSlug, sc.ThreadID, sub.Source, sub.Channel, policy,
+			payload, *runID, sc.ConversationID).QueryRow(scanReq)
 		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, outbox.Pending{
 			Payload: events.StepReady{RunID: *runID, ThreadID: sc.ThreadID, StepNo: 1}, DedupeKey: "step:" + *runID + ":1"}); err != nil {
 			return Intake{}, err
@@ -303,9 +327,6 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 		b2.Queue("COMMIT")
 	}
 	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
-		if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
-			return Intake{}, run.ErrThreadBusy
-		}
 		return Intake{}, err
 	}
 	if general {
@@ -314,7 +335,7 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 			rows = append(rows, r...)
 			return err
 		}
-		d, _, err := dispatchHead(ctx, conn, emit, sc, false)
+		d, _, err := s.dispatchHead(ctx, conn, emit, sc, false)
 		if err != nil {
 			return Intake{}, err
 		}

@@ -131,7 +131,7 @@ func (s *Service) Continue(ctx context.Context, uid, agentSlug, threadID string)
 		case "ready":
 			return failure.Conflict("queue_not_paused", "the queue is not paused")
 		}
-		out, _, err = dispatchHead(ctx, tx, emit, sc, true)
+		out, _, err = s.dispatchHead(ctx, tx, emit, sc, true)
 		return err
 	})
 	if err != nil {
@@ -190,7 +190,7 @@ func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Req
 			return err
 		}
 		// Removing a paused head may make the queue ready again.
-		_, _, err = dispatchHead(ctx, tx, emit, sc, false)
+		_, _, err = s.dispatchHead(ctx, tx, emit, sc, false)
 		return err
 	})
 	if err != nil {
@@ -248,7 +248,7 @@ func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, er
 			return err
 		}
 		if active == nil {
-			d, _, err := dispatchHead(ctx, tx, emit, sc, false)
+			d, _, err := s.dispatchHead(ctx, tx, emit, sc, false)
 			if err != nil {
 				return err
 			}
@@ -346,20 +346,14 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		if parent.ThreadID != in.ThreadID || parent.AgentSlug != in.AgentSlug {
 			return failure.Conflict("resume_scope_mismatch", "created_by_run_id belongs to another thread or agent")
 		}
-		var existing *string
-		var existingParent *string
-		err = tx.QueryRow(ctx, `SELECT id, created_by_run_id FROM agent_runs WHERE request_id = $1`, in.RequestID).Scan(&existing, &existingParent)
+		r, err := run.LoadByRequest(ctx, tx, in.RequestID)
 		if err == nil {
-			if existingParent == nil || *existingParent != parent.ID {
+			if r.CreatedByRunID == nil || *r.CreatedByRunID != parent.ID {
 				return ErrRequestIDConflict
-			}
-			r, err := run.Load(ctx, tx, *existing)
-			if err != nil {
-				return err
 			}
 			out = Resumed{RunID: r.ID, ThreadID: r.ThreadID, Status: r.Status, RequestID: r.RequestID, StreamURL: StreamURL(r.ID)}
 			return nil
-		} else if !errors.Is(err, pgx.ErrNoRows) {
+		} else if !errors.Is(err, run.ErrNotFound) {
 			return err
 		}
 		if parent.Status != run.StatusInterrupted {
@@ -394,7 +388,7 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		payload.Resume = in.Resume
 		parentID := parent.ID
 		runID := NewID("run_")
-		r, err := run.Create(ctx, tx, run.NewRun{ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID,
+		r, err = s.runs.CreateTx(ctx, tx, run.NewRun{ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID,
 			AgentSlug: sc.AgentSlug, UID: sc.UID, RequestID: in.RequestID, Source: parent.Source, Channel: parent.Channel,
 			RunType: run.TypeResume, CreatedByRunID: &parentID, InputMessageID: msgID, Payload: payload})
 		if err != nil {

@@ -6,13 +6,21 @@
 // the backlog until the user continues; an interrupted run blocks new
 // messages until it is resumed.
 //
+// Dispatching creates the run in the same transaction, through run (the owner
+// of agent_runs): intake's fast path — an idle thread — writes the message,
+// the run (run.Store.QueueCreate) and the request in one pipelined round
+// trip; the dispatcher (DispatchNext, after run.finished), Continue, Steer,
+// CancelRequest and Resume use run.Store.CreateTx. queue owns
+// agent_run_requests and only reads agent_runs; it calls run, never the
+// other way round.
+//
 // The thread row lock (SELECT … FOR UPDATE on conversations) serializes every
 // queue change of a thread; the database's one-active-run-per-thread index is
 // the last line of defence.
 //
-// Imported by: functions/intake, functions/dispatcher. May import: events,
-// shared/run, shared/thread, shared/agent, shared/access, shared/outbox,
-// shared/postgres, shared/failure, pgx.
+// Imported by: functions/intake, functions/dispatcher, shared/bootstrap,
+// tests. May import: events, shared/run, shared/thread, shared/agent,
+// shared/access, shared/outbox, shared/postgres, shared/failure, pgx.
 package queue
 
 import (
@@ -30,7 +38,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
-	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -70,14 +77,16 @@ type Notifier interface {
 type Service struct {
 	pool     *pgxpool.Pool
 	outbox   *outbox.Outbox
+	runs     *run.Store
 	agents   *agent.Store
 	models   Models
 	notifier Notifier
 }
 
-// NewService returns the queue service. notifier may be nil.
-func NewService(pool *pgxpool.Pool, ob *outbox.Outbox, agents *agent.Store, models Models, notifier Notifier) *Service {
-	return &Service{pool: pool, outbox: ob, agents: agents, models: models, notifier: notifier}
+// NewService returns the queue service; runs are created through runs, the
+// owner of agent_runs. notifier may be nil.
+func NewService(pool *pgxpool.Pool, ob *outbox.Outbox, runs *run.Store, agents *agent.Store, models Models, notifier Notifier) *Service {
+	return &Service{pool: pool, outbox: ob, runs: runs, agents: agents, models: models, notifier: notifier}
 }
 
 // Request is an agent_run_requests row.
@@ -164,7 +173,7 @@ func head(ctx context.Context, db postgres.DB, sc Scope) (*Request, error) {
 }
 
 func state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
-	active, err := run.ActiveForThread(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
+	runs, err := run.ThreadRunsOf(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
 	if err != nil {
 		return State{}, err
 	}
@@ -172,13 +181,10 @@ func state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if active != nil {
+	if active := runs.Active; active != nil {
 		return State{Status: "running", BlockingRunID: &active.ID, head: h}, nil
 	}
-	latest, err := run.LatestForThread(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
-	if err != nil {
-		return State{}, err
-	}
+	latest := runs.Latest
 	if latest != nil && latest.Status == run.StatusInterrupted {
 		return State{Status: "interrupted", BlockingRunID: &latest.ID, head: h}, nil
 	}
@@ -208,7 +214,7 @@ func position(ctx context.Context, db postgres.DB, r Request) (int, error) {
 
 // dispatchHead turns the queue head into a pending run when the queue is
 // ready (or paused, with force). It returns the dispatched request, if any.
-func dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
+func (s *Service) dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
 	st, err := state(ctx, tx, sc)
 	if err != nil {
 		return nil, "", err
@@ -222,7 +228,7 @@ func dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scop
 		return nil, "", fmt.Errorf("decode payload of request %s: %w", h.RequestID, err)
 	}
 	runID := NewID("run_")
-	_, err = run.Create(ctx, tx, run.NewRun{
+	_, err = s.runs.CreateTx(ctx, tx, run.NewRun{
 		ID: runID, ThreadID: sc.ThreadID, ConversationID: sc.ConversationID, AgentSlug: sc.AgentSlug, UID: sc.UID,
 		RequestID: h.RequestID, Source: h.Source, Channel: h.Channel, RunType: run.TypeChat,
 		InputMessageID: h.InputMessageID, Payload: payload,
@@ -274,7 +280,7 @@ func (s *Service) DispatchNext(ctx context.Context, uid, agentSlug, threadID str
 		if err != nil {
 			return err
 		}
-		_, runID, err = dispatchHead(ctx, tx, emit, sc, false)
+		_, runID, err = s.dispatchHead(ctx, tx, emit, sc, false)
 		return err
 	})
 	if err == nil && runID != "" {
@@ -283,8 +289,35 @@ func (s *Service) DispatchNext(ctx context.Context, uid, agentSlug, threadID str
 	return runID, err
 }
 
-func subjectOf(uid, role string, dept *int64) access.Subject {
-	return access.Subject{UID: uid, Role: role, DepartmentID: dept}
+// Key names one queue: a user's agent on a thread.
+type Key struct {
+	UID       string
+	AgentSlug string
+	ThreadID  string
+}
+
+// ReadyQueues lists queues that have requests queued longer than olderThan
+// but no active run: candidates for dispatch when a run.finished event was
+// lost (the dispatcher's sweep calls DispatchNext on each).
+func (s *Service) ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([]Key, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.uid, q.agent_slug, q.conversation_thread_id FROM agent_run_requests q
+		WHERE q.status = 'queued' AND q.created_at < clock_timestamp() - $1::interval
+		  AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.uid = q.uid AND r.agent_slug = q.agent_slug
+		      AND r.conversation_thread_id = q.conversation_thread_id AND r.status IN ('pending', 'running', 'cancel_requested'))
+		LIMIT $2`, olderThan.String(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Key
+	for rows.Next() {
+		var k Key
+		if err := rows.Scan(&k.UID, &k.AgentSlug, &k.ThreadID); err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	return out, rows.Err()
 }
 
 func trimmed(s string) string { return strings.TrimSpace(s) }

@@ -101,13 +101,17 @@ func finishTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, id string, f Fin
 	return r, true, emit(finishedEvent(r))
 }
 
-// Finish applies a terminal transition in its own transaction. changed is
-// false when the run was already terminal (or the owner guard failed).
+// Finish applies a terminal transition in its own transaction and then
+// writes the run's closing stream events. changed is false when the run was
+// already terminal (or the owner guard failed).
 func (s *Store) Finish(ctx context.Context, id string, f Finish) (r Run, changed bool, err error) {
 	err = s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		r, changed, err = finishTx(ctx, tx, emit, id, f)
 		return err
 	})
+	if err == nil && changed {
+		s.closed(ctx, r)
+	}
 	return r, changed, err
 }
 
@@ -120,9 +124,10 @@ const (
 	CancelRequested                      // a running run will stop at its next boundary
 )
 
-// RequestCancel cancels run id of uid: a pending run ends cancelled at once,
-// a running run becomes cancel_requested (the worker stops at the step
-// boundary and writes cancelled).
+// RequestCancel cancels run id of uid: a pending run ends cancelled at once
+// (and its stream is closed), a running run becomes cancel_requested (the
+// worker stops at the step boundary and ends it cancelled). The caller
+// signals a running worker (runstream's cancel signal).
 func (s *Store) RequestCancel(ctx context.Context, uid, id string) (Run, CancelOutcome, error) {
 	var (
 		out     Run
@@ -158,6 +163,9 @@ func (s *Store) RequestCancel(ctx context.Context, uid, id string) (Run, CancelO
 		out, outcome = r, CancelNoop
 		return nil
 	})
+	if err == nil && outcome == CancelImmediate {
+		s.closed(ctx, out)
+	}
 	return out, outcome, err
 }
 

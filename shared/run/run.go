@@ -8,9 +8,17 @@
 // the outbox. Model and tool calls are at-least-once; a step record is written
 // exactly once per (run, step): a redelivered or raced step is a no-op.
 //
-// Imported by: shared/queue, functions (agent-step, tool-invoke, dispatcher,
-// intake). May import: events, shared/outbox, shared/postgres, shared/failure,
-// shared/agent, pgx.
+// run is the only writer of agent_runs (and of agent_run_steps,
+// agent_run_attempts, tool_calls) and of a run's closing stream events
+// (interrupt, error, end; see stream.go). Runs are created by the queue, in
+// the queue's transaction, through Store.CreateTx or — pipelined with intake's
+// other statements — Store.QueueCreate. run never calls the queue: the
+// dependency is queue → run, one way.
+//
+// Imported by: shared/queue, shared/bootstrap, functions (agent-step,
+// tool-invoke, dispatcher, intake), infra/local, tests. May import: events,
+// shared/outbox, shared/postgres, shared/failure, shared/agent,
+// shared/runstream, pgx.
 package run
 
 import (
@@ -18,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -119,30 +128,46 @@ func prefixed(table, cols string) string {
 func scanRunWith(row pgx.Row, extra ...any) (Run, error) {
 	var r Run
 	var payload []byte
-	dest := []any{&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
-		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, &payload, &r.TokenUsage,
-		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
-		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt}
-	if err := row.Scan(append(dest, extra...)...); err != nil {
+	if err := row.Scan(append(runDest(&r, &payload), extra...)...); err != nil {
 		return r, err
 	}
-	if len(payload) > 0 {
-		if err := json.Unmarshal(payload, &r.Payload); err != nil {
-			return r, fmt.Errorf("decode input_payload of run %s: %w", r.ID, err)
-		}
-	}
-	return r, nil
+	return r, decodePayload(&r, payload)
 }
 
-// Store is the run repository.
+// runDest are the scan destinations of runCols.
+func runDest(r *Run, payload *[]byte) []any {
+	return []any{&r.ID, &r.ThreadID, &r.ConversationID, &r.RuntimeScopeID, &r.AgentSlug, &r.UID, &r.Status, &r.RequestID,
+		&r.Source, &r.Channel, &r.CreatedByRunID, &r.RunType, &r.InputMessageID, &r.OutputMessageID, payload, &r.TokenUsage,
+		&r.ErrorType, &r.ErrorMessage, &r.WorkerID, &r.AttemptCount, &r.LeaseExpiresAt, &r.RecoveryCount, &r.StepCount,
+		&r.LastProgressAt, &r.StartedAt, &r.FinishedAt, &r.CreatedAt, &r.UpdatedAt}
+}
+
+func decodePayload(r *Run, payload []byte) error {
+	if len(payload) > 0 {
+		if err := json.Unmarshal(payload, &r.Payload); err != nil {
+			return fmt.Errorf("decode input_payload of run %s: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+// Store is the run repository: the only writer of agent_runs and of a run's
+// closing stream events (see stream.go).
 type Store struct {
 	pool   *pgxpool.Pool
 	outbox *outbox.Outbox
+	stream StreamAppender
+	log    *slog.Logger
 }
 
-// NewStore returns a store whose transactions publish through ob.
-func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox) *Store {
-	return &Store{pool: pool, outbox: ob}
+// NewStore returns a store whose transactions publish through ob and which
+// writes runs' closing events to stream. A nil stream writes none (tests of
+// the database alone); log may be nil.
+func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox, stream StreamAppender, log *slog.Logger) *Store {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Store{pool: pool, outbox: ob, stream: stream, log: log}
 }
 
 // Pool returns the store's pool.
@@ -164,6 +189,19 @@ func Load(ctx context.Context, db postgres.DB, id string) (Run, error) {
 	}
 	if err != nil {
 		return Run{}, fmt.Errorf("load run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// LoadByRequest reads the run of a request id through db; ErrNotFound when
+// none exists.
+func LoadByRequest(ctx context.Context, db postgres.DB, requestID string) (Run, error) {
+	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE request_id = $1`, requestID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Run{}, ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("load run of request %s: %w", requestID, err)
 	}
 	return r, nil
 }
@@ -208,6 +246,45 @@ func ActiveForThread(ctx context.Context, db postgres.DB, uid, agentSlug, thread
 	return &r, nil
 }
 
+// ThreadRuns is what a queue needs to know of a thread's runs.
+type ThreadRuns struct {
+	Active *Run // the non-terminal run, if any
+	Latest *Run // the newest chat or resume run, if any
+}
+
+// ThreadRunsOf reads the active and the latest run of (uid, agent, thread) in
+// one statement.
+func ThreadRunsOf(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (ThreadRuns, error) {
+	rows, err := db.Query(ctx, `
+		(SELECT true, `+runCols+` FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+			AND status IN ('pending', 'running', 'cancel_requested'))
+		UNION ALL
+		(SELECT false, `+runCols+` FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
+			AND run_type IN ('chat', 'resume') ORDER BY created_at DESC, id DESC LIMIT 1)`, uid, agentSlug, threadID)
+	if err != nil {
+		return ThreadRuns{}, err
+	}
+	defer rows.Close()
+	var out ThreadRuns
+	for rows.Next() {
+		var active bool
+		var r Run
+		var payload []byte
+		if err := rows.Scan(append([]any{&active}, runDest(&r, &payload)...)...); err != nil {
+			return ThreadRuns{}, err
+		}
+		if err := decodePayload(&r, payload); err != nil {
+			return ThreadRuns{}, err
+		}
+		if active {
+			out.Active = &r
+		} else {
+			out.Latest = &r
+		}
+	}
+	return out, rows.Err()
+}
+
 // NewRun describes a run to create.
 type NewRun struct {
 	ID             string
@@ -220,7 +297,7 @@ type NewRun struct {
 	Channel        string
 	RunType        string
 	CreatedByRunID *string
-	InputMessageID int64
+	InputMessageID int64 // 0: the newest user message of RequestID (see QueueCreate)
 	Payload        Payload
 }
 
@@ -228,29 +305,74 @@ type NewRun struct {
 // one-active-run-per-thread index refused a second).
 var ErrThreadBusy = failure.Conflict("run_busy", "the thread already has an active run")
 
-// Create inserts a pending run. The caller holds the thread's row lock
-// (thread.Lock), under which the one-active-run index cannot refuse; if it
-// does anyway the statement fails with ErrThreadBusy and the caller's
-// transaction is aborted. The caller emits the first step event.
-func Create(ctx context.Context, db postgres.DB, n NewRun) (Run, error) {
+// insertRunSQL inserts a pending run. $11 is the input message; when it is
+// NULL the run's input is the newest user message of the request ($6) in the
+// conversation ($3) — written earlier in the same transaction by intake.
+const insertRunSQL = `
+	INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
+		request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
+	VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10,
+		coalesce($11::bigint, (SELECT id FROM messages WHERE conversation_id = $3 AND request_id = $6 AND role = 'user'
+			ORDER BY id DESC LIMIT 1)), $12)`
+
+func insertRunArgs(n NewRun) ([]any, error) {
 	payload, err := json.Marshal(n.Payload)
+	if err != nil {
+		return nil, err
+	}
+	var input *int64
+	if n.InputMessageID != 0 {
+		input = &n.InputMessageID
+	}
+	return []any{n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
+		n.CreatedByRunID, n.RunType, input, payload}, nil
+}
+
+// createErr maps the insert's failure: the one-active-run index refusing a
+// second run is ErrThreadBusy.
+func createErr(err error) error {
+	if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
+		return ErrThreadBusy
+	}
+	if err != nil {
+		return fmt.Errorf("create run: %w", err)
+	}
+	return nil
+}
+
+// CreateTx inserts a pending run inside tx (a pgx.Tx, or a connection inside
+// BEGIN). The caller holds the thread's row lock (thread.Lock), under which
+// the one-active-run index cannot refuse; if it does anyway the statement
+// fails with ErrThreadBusy and the caller's transaction is aborted. The caller
+// emits the first step event in the same transaction.
+func (s *Store) CreateTx(ctx context.Context, tx postgres.DB, n NewRun) (Run, error) {
+	args, err := insertRunArgs(n)
 	if err != nil {
 		return Run{}, err
 	}
-	r, err := scanRun(db.QueryRow(ctx, `
-		INSERT INTO agent_runs (id, conversation_thread_id, conversation_id, runtime_scope_id, agent_slug, uid, status,
-			request_id, source, channel, created_by_run_id, run_type, input_message_id, input_payload)
-		VALUES ($1, $2, $3, $2, $4, $5, 'pending', $6, $7, $8, $9, $10, $11, $12)
-		RETURNING `+runCols,
-		n.ID, n.ThreadID, n.ConversationID, n.AgentSlug, n.UID, n.RequestID, n.Source, n.Channel,
-		n.CreatedByRunID, n.RunType, n.InputMessageID, payload))
-	if postgres.IsUniqueViolation(err, "uq_agent_runs_one_active_per_thread") {
-		return Run{}, ErrThreadBusy
-	}
-	if err != nil {
-		return Run{}, fmt.Errorf("create run: %w", err)
+	r, err := scanRun(tx.QueryRow(ctx, insertRunSQL+` RETURNING `+runCols, args...))
+	if err := createErr(err); err != nil {
+		return Run{}, err
 	}
 	return r, nil
+}
+
+// QueueCreate queues CreateTx's insert on b, to be sent in a pipeline with
+// the caller's other statements of the same transaction (intake's fast path
+// writes the message, the run and the request in one round trip). With
+// n.InputMessageID zero, the input message is found by n.RequestID: queue the
+// message's insert ahead of this one. A refused insert makes the batch fail
+// with ErrThreadBusy.
+func (s *Store) QueueCreate(b *pgx.Batch, n NewRun) error {
+	args, err := insertRunArgs(n)
+	if err != nil {
+		return err
+	}
+	b.Queue(insertRunSQL+` RETURNING id`, args...).QueryRow(func(row pgx.Row) error {
+		var id string
+		return createErr(row.Scan(&id))
+	})
+	return nil
 }
 
 // View is the public shape of a run (GET /api/agent/runs/{id}).

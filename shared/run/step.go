@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -125,9 +124,9 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	b2.Queue(`INSERT INTO messages (id, conversation_id, role, content, message_type, extra_metadata, run_id, request_id, transcript_seq)
 		VALUES ($1, $2, 'assistant', $3, $4, $5, $6, $7, $8)`,
 		res.MessageID, c.Run.ConversationID, c.Content, msgType, metaJSON, c.Run.ID, c.Run.RequestID, seq)
-	toolStatus := "pending"
+	toolStatus := ToolPending
 	if status == StatusCancelRequested {
-		toolStatus = "cancelled"
+		toolStatus = ToolCancelled
 	}
 	for i, tc := range c.ToolCalls {
 		b2.Queue(`INSERT INTO tool_calls (run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, status)
@@ -186,13 +185,6 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	}
 	s.outbox.Publish(ctx, rows)
 	return res, nil
-}
-
-func noRowsOK(err error) error {
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil
-	}
-	return err
 }
 
 func pendingCount(outcome string, n int) int {

@@ -22,10 +22,21 @@ type SweepConfig struct {
 	Batch         int
 }
 
+// RecoveryAction is what the sweep did to one run.
+type RecoveryAction string
+
+// Recovery actions.
+const (
+	RecoveryRedriveStep  RecoveryAction = "redrive_step"  // the step event was redelivered
+	RecoveryRedriveTools RecoveryAction = "redrive_tools" // the step's pending tool calls were redelivered
+	RecoveryCancelled    RecoveryAction = "cancelled"     // a cancel_requested run whose worker died ended cancelled
+	RecoveryFailed       RecoveryAction = "failed"        // re-driven too often: the run failed with worker_lease_expired
+)
+
 // Recovery says what the sweep did to one run.
 type Recovery struct {
 	RunID  string
-	Action string // redrive_step | redrive_tools | cancelled | failed
+	Action RecoveryAction
 	Run    Run
 }
 
@@ -33,7 +44,8 @@ type Recovery struct {
 // progress for cfg.Stale between steps. The step is redelivered (its claim
 // finds the lease free) or the pending tool calls are redelivered; a run
 // re-driven too often fails; a cancel_requested run whose worker died ends
-// cancelled. Safe to run concurrently (rows are taken with SKIP LOCKED).
+// cancelled. The streams of runs it ended are closed after the commit. Safe
+// to run concurrently (rows are taken with SKIP LOCKED).
 func (s *Store) RecoverStuck(ctx context.Context, cfg SweepConfig) ([]Recovery, error) {
 	if cfg.Stale <= 0 {
 		cfg.Stale = 2 * time.Minute
@@ -76,6 +88,13 @@ func (s *Store) RecoverStuck(ctx context.Context, cfg SweepConfig) ([]Recovery, 
 		}
 		return nil
 	})
+	if err == nil {
+		for _, rec := range out {
+			if rec.Action == RecoveryCancelled || rec.Action == RecoveryFailed {
+				s.closed(ctx, rec.Run)
+			}
+		}
+	}
 	return out, err
 }
 
@@ -83,13 +102,13 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 	rec := Recovery{RunID: r.ID}
 	if r.Status == StatusCancelRequested {
 		fr, _, err := finishTx(ctx, tx, emit, r.ID, Finish{Status: StatusCancelled, ErrorType: "cancelled", ErrorMessage: "the run was cancelled"})
-		rec.Action, rec.Run = "cancelled", fr
+		rec.Action, rec.Run = RecoveryCancelled, fr
 		return rec, err
 	}
 	if r.RecoveryCount >= cfg.MaxRecoveries {
 		fr, _, err := finishTx(ctx, tx, emit, r.ID, Finish{Status: StatusFailed, ErrorType: "worker_lease_expired",
 			ErrorMessage: fmt.Sprintf("the run made no progress after %d recoveries", r.RecoveryCount)})
-		rec.Action, rec.Run = "failed", fr
+		rec.Action, rec.Run = RecoveryFailed, fr
 		return rec, err
 	}
 	n := r.RecoveryCount + 1
@@ -107,7 +126,7 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 		return rec, err
 	}
 	if r.StepCount > 0 && len(pending) > 0 {
-		rec.Action = "redrive_tools"
+		rec.Action = RecoveryRedriveTools
 		for _, c := range pending {
 			if err := emit(outbox.Pending{
 				Payload:   events.ToolCallRequested{RunID: r.ID, ThreadID: r.ThreadID, StepNo: c.StepNo, ToolCallID: c.ToolCallID},
@@ -118,32 +137,9 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 		}
 		return rec, nil
 	}
-	rec.Action = "redrive_step"
+	rec.Action = RecoveryRedriveStep
 	return rec, emit(outbox.Pending{
 		Payload:   events.StepReady{RunID: r.ID, ThreadID: r.ThreadID, StepNo: r.StepCount + 1},
 		DedupeKey: fmt.Sprintf("step:%s:%d:r%d", r.ID, r.StepCount+1, n),
 	})
-}
-
-// ReadyQueues lists (uid, agent, thread) scopes that have queued requests but
-// no active run: candidates for dispatch when a run.finished event was lost.
-func (s *Store) ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([][3]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT DISTINCT q.uid, q.agent_slug, q.conversation_thread_id FROM agent_run_requests q
-		WHERE q.status = 'queued' AND q.created_at < clock_timestamp() - $1::interval
-		  AND NOT EXISTS (SELECT 1 FROM agent_runs r WHERE r.uid = q.uid AND r.agent_slug = q.agent_slug
-		      AND r.conversation_thread_id = q.conversation_thread_id AND r.status IN ('pending', 'running', 'cancel_requested'))
-		LIMIT $2`, olderThan.String(), limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out [][3]string
-	for rows.Next() {
-		var k [3]string
-		if err := rows.Scan(&k[0], &k[1], &k[2]); err != nil {
-			return nil, err
-		}
-		out = append(out, k)
-	}
-	return out, rows.Err()
 }

@@ -53,9 +53,9 @@ func TestSweepGivesUpAfterMaxRecoveries(t *testing.T) {
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("round %d: %+v %v", i, recs, err)
 		}
-		want := "redrive_step"
+		want := run.RecoveryRedriveStep
 		if i == 2 {
-			want = "failed"
+			want = run.RecoveryFailed
 		}
 		if recs[0].Action != want {
 			t.Fatalf("round %d: action %s, want %s", i, recs[0].Action, want)

@@ -12,6 +12,19 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
+)
+
+// Tool call statuses (tool_calls.status). A call starts pending (or
+// cancelled, when its step was committed while the run was being cancelled)
+// and is completed once; an interrupted call becomes success when the user's
+// answer is recorded.
+const (
+	ToolPending     = "pending"
+	ToolSuccess     = "success"
+	ToolError       = "error"
+	ToolInterrupted = "interrupted" // waits for the user (ask_user_question)
+	ToolCancelled   = "cancelled"
 )
 
 // ToolCall is a tool_calls row.
@@ -54,14 +67,19 @@ func GetToolCall(ctx context.Context, db postgres.DB, runID, toolCallID string) 
 // ToolResult is the outcome of running one tool call.
 type ToolResult struct {
 	RunID      string
+	ThreadID   string
 	ToolCallID string
-	Status     string // success | error | interrupted
+	Status     string // ToolSuccess, ToolError, ToolInterrupted or ToolCancelled
 	Output     string
 	Error      string
 	// InterruptMessage is shown as the run's error_message when the call
 	// interrupts the run (e.g. the first question asked).
 	InterruptType    string
 	InterruptMessage string
+	// Stream are events appended to the run's stream once the result is
+	// recorded (not for a duplicate), ahead of the closing events when the
+	// result ended the run.
+	Stream []runstream.OnceEvent
 }
 
 // FanIn reports what completing a tool call did.
@@ -75,7 +93,8 @@ type FanIn struct {
 
 // CompleteToolCall records a tool result. The last call of a step to finish
 // readies the next step — or, when a call waits for the user, ends the run
-// as interrupted. Recording an already-finished call is a no-op (Duplicate).
+// as interrupted (and closes its stream). Recording an already-finished call
+// is a no-op (Duplicate). After the commit, res.Stream is appended.
 func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
 	var out FanIn
 	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
@@ -126,7 +145,7 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 		}
 		rows.Close()
 		if firstInterrupt.found {
-			if res.Status == "interrupted" && res.InterruptMessage != "" && firstInterrupt.msg == "" {
+			if res.Status == ToolInterrupted && res.InterruptMessage != "" && firstInterrupt.msg == "" {
 				firstInterrupt.msg = res.InterruptMessage
 			}
 			kind := firstInterrupt.kind
@@ -149,6 +168,13 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 			DedupeKey: fmt.Sprintf("step:%s:%d", r.ID, stepNo+1),
 		})
 	})
+	switch {
+	case err != nil || out.Duplicate:
+	case out.Interrupted:
+		s.closed(ctx, out.Run, res.Stream...)
+	default:
+		s.appendBestEffort(ctx, Run{ID: res.RunID, ThreadID: res.ThreadID}, res.Stream)
+	}
 	return out, err
 }
 

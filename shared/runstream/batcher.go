@@ -142,7 +142,7 @@ func (b *Batcher) flushLocked(ctx context.Context, extra *Event) error {
 
 	events := make([]Event, 0, 2)
 	if len(items) > 0 {
-		events = append(events, Event{Type: EventMessages, Payload: messagesPayload{Items: items}})
+		events = append(events, Event{Type: EventMessages, Payload: Messages{Items: items}})
 	}
 	if extra != nil {
 		events = append(events, *extra)
@@ -171,10 +171,6 @@ func (b *Batcher) Lead(ev OnceEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lead = &ev
-}
-
-type messagesPayload struct {
-	Items []json.RawMessage `json:"items"`
 }
 
 // Flush appends the buffered chunks now.

@@ -7,37 +7,30 @@ import (
 
 // compactEnvelope turns a verbose envelope into the compact one the web UI
 // asks for with ?verbose=false (contracts §3.7): {run_id, thread_id,
-// request_id?, payload} with only the fields the UI renders. keep is false for
-// events the UI never renders (empty yuxi.agent_state). Data that is not a
+// request_id?, payload, schema_version} with only the fields the UI renders.
+// schema_version (an addition to the original's compact shape) tells clients
+// which version of the payload types (wire.go) they read. Data that is not a
 // JSON object passes through unchanged.
-func compactEnvelope(event string, data []byte) (out []byte, keep bool) {
+func compactEnvelope(event string, data []byte) []byte {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var env map[string]any
 	if err := dec.Decode(&env); err != nil || env == nil {
-		return data, true
+		return data
 	}
 	payload := env["payload"]
 	p, _ := payload.(map[string]any)
 
-	c := pickPresent(env, "run_id", "thread_id")
-	switch event {
-	case EventMetadata:
+	c := pickPresent(env, "run_id", "thread_id", "schema_version")
+	if event == EventMetadata {
 		c["payload"] = pickPresent(p, "run_type", "source")
-		return marshalCompact(c, data), true
-	case EventCustom:
-		if p != nil && p["name"] == "yuxi.agent_state" {
-			chunk, _ := p["chunk"].(map[string]any)
-			if isEmptyAgentState(p["agent_state"]) || isEmptyAgentState(chunk["agent_state"]) {
-				return nil, false
-			}
-		}
+		return marshalCompact(c, data)
 	}
 	if rid := requestIDFromPayload(p); rid != "" {
 		c["request_id"] = rid
 	}
 	c["payload"] = compactPayload(event, p)
-	return marshalCompact(c, data), true
+	return marshalCompact(c, data)
 }
 
 func marshalCompact(v map[string]any, fallback []byte) []byte {
@@ -90,25 +83,12 @@ func set(v any, ok bool) bool {
 	return !isStr || s != ""
 }
 
-func isEmptyAgentState(v any) bool {
-	m, ok := v.(map[string]any)
-	if !ok {
-		return false
-	}
-	for _, x := range m {
-		if truthy(x) {
-			return false
-		}
-	}
-	return true
-}
-
 func compactPayload(event string, p map[string]any) map[string]any {
 	out := map[string]any{}
 	if p == nil {
 		return out
 	}
-	if event == EventMessages {
+	if event == EventMessages { // {"items": [chunk…]}, as the Batcher writes them
 		if items, ok := p["items"].([]any); ok {
 			ci := make([]any, len(items))
 			for i, it := range items {
@@ -119,9 +99,6 @@ func compactPayload(event string, p map[string]any) map[string]any {
 				}
 			}
 			out["items"] = ci
-		}
-		if chunk, ok := p["chunk"].(map[string]any); ok {
-			out["chunk"] = compactChunk(chunk)
 		}
 		return out
 	}
@@ -148,27 +125,11 @@ func compactChunk(chunk map[string]any) map[string]any {
 			out[k] = v
 		}
 	}
-	if msg, ok := chunk["msg"].(map[string]any); ok {
-		out["msg"] = compactMessage(msg)
-	}
 	if se, ok := chunk["stream_event"].(map[string]any); ok {
 		out["stream_event"] = compactStreamEvent(se)
 	}
 	if ev, ok := chunk["event"].(map[string]any); ok {
 		out["event"] = compactToolEvent(ev)
-	}
-	return out
-}
-
-func compactMessage(msg map[string]any) map[string]any {
-	out := map[string]any{}
-	for _, k := range []string{"id", "role", "content", "type", "message_type"} {
-		if v, ok := msg[k]; ok && v != nil {
-			out[k] = v
-		}
-	}
-	if extra, ok := msg["extra_metadata"].(map[string]any); ok && truthy(extra["attachments"]) {
-		out["extra_metadata"] = map[string]any{"attachments": extra["attachments"]}
 	}
 	return out
 }
@@ -227,13 +188,6 @@ func requestIDFromChunk(v any) string {
 	}
 	if rid, ok := chunk["request_id"].(string); ok && rid != "" {
 		return rid
-	}
-	if msg, ok := chunk["msg"].(map[string]any); ok {
-		if extra, ok := msg["extra_metadata"].(map[string]any); ok {
-			if rid, ok := extra["request_id"].(string); ok && rid != "" {
-				return rid
-			}
-		}
 	}
 	return ""
 }

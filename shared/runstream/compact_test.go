@@ -8,31 +8,18 @@ func TestCompactEnvelope(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name, event, in, want string
-		drop                  bool
 	}{
 		{
 			name:  "metadata keeps run_type and source only",
 			event: EventMetadata,
 			in:    `{"schema_version":1,"run_id":"r","thread_id":"t","event":"metadata","payload":{"request_id":"q","agent_slug":"a","uid":"u","source":"chat","run_type":"chat"},"created_at":"x"}`,
-			want:  `{"payload":{"run_type":"chat","source":"chat"},"run_id":"r","thread_id":"t"}`,
+			want:  `{"payload":{"run_type":"chat","source":"chat"},"run_id":"r","schema_version":1,"thread_id":"t"}`,
 		},
 		{
-			name:  "empty agent state is dropped",
-			event: EventCustom,
-			in:    `{"run_id":"r","thread_id":"t","payload":{"name":"yuxi.agent_state","agent_state":{"todos":[],"files":{},"artifacts":[],"token_usage":null}}}`,
-			drop:  true,
-		},
-		{
-			name:  "non-empty agent state is kept",
-			event: EventCustom,
-			in:    `{"run_id":"r","thread_id":"t","payload":{"name":"yuxi.agent_state","agent_state":{"todos":[{"x":1}]}}}`,
-			want:  `{"payload":{"agent_state":{"todos":[{"x":1}]},"name":"yuxi.agent_state"},"run_id":"r","thread_id":"t"}`,
-		},
-		{
-			name:  "tool call delta keeps args and a non-zero index; request id from msg metadata",
+			name:  "tool call delta keeps args and a non-zero index; request id from the first item",
 			event: EventMessages,
-			in:    `{"run_id":"r","thread_id":null,"payload":{"items":[{"status":"loading","response":null,"msg":{"id":1,"role":"user","content":"c","extra_metadata":{"request_id":"q2","attachments":[]}}},{"status":"loading","stream_event":{"type":"tool_call_delta","message_id":"m","tool_call_id":"c1","name":"","args_delta":"{","index":0}},{"stream_event":{"type":"tool_call","name":"search","args":{},"index":2}}]}}`,
-			want:  `{"payload":{"items":[{"msg":{"content":"c","id":1,"role":"user"},"status":"loading"},{"status":"loading","stream_event":{"args_delta":"{","message_id":"m","tool_call_id":"c1","type":"tool_call_delta"}},{"stream_event":{"args":{},"index":2,"name":"search","type":"tool_call"}}]},"request_id":"q2","run_id":"r","thread_id":null}`,
+			in:    `{"run_id":"r","thread_id":null,"payload":{"items":[{"status":"loading","response":null,"request_id":"q2","stream_event":{"type":"tool_call_delta","message_id":"m","tool_call_id":"c1","name":"","args_delta":"{","index":0}},{"stream_event":{"type":"tool_call","name":"search","args":{},"index":2}}]}}`,
+			want:  `{"payload":{"items":[{"status":"loading","stream_event":{"args_delta":"{","message_id":"m","tool_call_id":"c1","type":"tool_call_delta"}},{"stream_event":{"args":{},"index":2,"name":"search","type":"tool_call"}}]},"request_id":"q2","run_id":"r","thread_id":null}`,
 		},
 		{
 			name:  "error chunk is compacted, request id lifted",
@@ -54,12 +41,8 @@ func TestCompactEnvelope(t *testing.T) {
 		},
 	}
 	for _, c := range cases {
-		got, keep := compactEnvelope(c.event, []byte(c.in))
-		if keep == c.drop {
-			t.Errorf("%s: keep = %v", c.name, keep)
-			continue
-		}
-		if !c.drop && string(got) != c.want {
+		got := compactEnvelope(c.event, []byte(c.in))
+		if string(got) != c.want {
 			t.Errorf("%s:\n got %s\nwant %s", c.name, got, c.want)
 		}
 	}

@@ -6,6 +6,7 @@ import "time"
 const (
 	DefaultPrefix      = "yuxi:"
 	DefaultStreamTTL   = 2 * time.Hour
+	DefaultEndTail     = 5 * time.Minute
 	DefaultMaxLen      = 20000
 	DefaultReadBlock   = 10 * time.Second
 	DefaultSubBuffer   = 1024
@@ -25,8 +26,17 @@ type Config struct {
 	// Prefix starts every key this package touches (default "yuxi:").
 	Prefix string
 	// StreamTTL is the expiry of a run stream, refreshed on every append
-	// (default 2h). Queue streams and once-markers share it.
+	// (default 2h): it bounds streams of runs that never end. Queue streams
+	// and once-markers share it.
 	StreamTTL time.Duration
+	// EndTail is how long a run stream lives after its `end` event (default
+	// 5 min): long enough for clients that drop and resume with
+	// Last-Event-ID; a client that comes later gets the synthetic end from
+	// ServeRun and reads the final messages from Postgres (the run's result,
+	// the thread history). The once-markers keep StreamTTL — they are a few
+	// bytes — so a late duplicate end (a redelivered run.finished) still
+	// appends nothing after the stream is gone.
+	EndTail time.Duration
 	// MaxLen is the approximate MAXLEN of a run stream (default 20000).
 	MaxLen int64
 	// ReadBlock is how long the Hub's shared XREAD blocks before it is
@@ -45,6 +55,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.StreamTTL <= 0 {
 		c.StreamTTL = DefaultStreamTTL
+	}
+	if c.EndTail <= 0 {
+		c.EndTail = DefaultEndTail
+	}
+	if c.EndTail > c.StreamTTL {
+		c.EndTail = c.StreamTTL
 	}
 	if c.MaxLen <= 0 {
 		c.MaxLen = DefaultMaxLen

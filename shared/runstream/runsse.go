@@ -60,10 +60,7 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 				last = e.ID
 				data := e.Data
 				if !o.Verbose {
-					var keep bool
-					if data, keep = compactEnvelope(e.Event, data); !keep {
-						continue
-					}
+					data = compactEnvelope(e.Event, data)
 				}
 				sw.Event(e.Event, e.ID, data)
 				if e.Event == EventEnd {
@@ -77,12 +74,12 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 				return false, nil
 			}
 			env, err := BuildEnvelope(o.RunID, o.ThreadID, EventEnd,
-				map[string]string{"status": o.Status, "request_id": o.RequestID}, time.Now())
+				End{Status: o.Status, RequestID: o.RequestID}, time.Now())
 			if err != nil {
 				return true, err
 			}
 			if !o.Verbose {
-				env, _ = compactEnvelope(EventEnd, env)
+				env = compactEnvelope(EventEnd, env)
 			}
 			id, _ := parseID(last) // last is a normalized cursor or a stream id
 			sw.Event(EventEnd, id.after().String(), env)
@@ -99,11 +96,7 @@ func ServeRun(w http.ResponseWriter, r *http.Request, hub *Hub, o RunStreamOptio
 		return
 	}
 	hub.log.Warn("runstream: run stream failed", "run_id", o.RunID, "err", err)
-	body, _ := json.Marshal(map[string]string{
-		"run_id":  o.RunID,
-		"message": "运行事件流暂时不可用，请重连",
-		"reason":  "redis_error",
-	})
+	body, _ := json.Marshal(StreamFailure{RunID: o.RunID, Message: "运行事件流暂时不可用，请重连", Reason: "redis_error"})
 	sw := NewEventWriter(w)
 	sw.started = true // headers went out with the stream
 	sw.Event(EventError, "", body)

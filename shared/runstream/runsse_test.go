@@ -223,17 +223,16 @@ func TestRunSSECompactEnvelopeWhenNotVerbose(t *testing.T) {
 		"stream_event": map[string]any{"type": "message_delta", "message_id": "m1", "content": "hi", "thread_id": "th", "namespace": "x"},
 		"metadata":     map[string]any{"langgraph_node": "model"},
 	}}})
-	_, _ = w.Append(ctx, "r", "th", EventCustom, map[string]any{"name": "yuxi.agent_state", "agent_state": map[string]any{"todos": []any{}, "files": map[string]any{}}})
 
 	evs := dialSSE(t, srv, "/?run=r&verbose=false", nil).rest(t, 5*time.Second)
 	if len(evs) != 2 || evs[0].ID != msgID || evs[1].Event != EventEnd {
-		t.Fatalf("events %+v (empty agent_state must be dropped)", evs)
+		t.Fatalf("events %+v", evs)
 	}
-	want := `{"payload":{"items":[{"status":"loading","stream_event":{"content":"hi","message_id":"m1","type":"message_delta"}}]},"request_id":"req-9","run_id":"r","thread_id":"th"}`
+	want := `{"payload":{"items":[{"status":"loading","stream_event":{"content":"hi","message_id":"m1","type":"message_delta"}}]},"request_id":"req-9","run_id":"r","schema_version":1,"thread_id":"th"}`
 	if evs[0].Data != want {
 		t.Fatalf("compact messages:\n%s\nwant\n%s", evs[0].Data, want)
 	}
-	if want := `{"payload":{"status":"completed"},"request_id":"req-9","run_id":"r","thread_id":"th"}`; evs[1].Data != want {
+	if want := `{"payload":{"status":"completed"},"request_id":"req-9","run_id":"r","schema_version":1,"thread_id":"th"}`; evs[1].Data != want {
 		t.Fatalf("compact synthetic end:\n%s\nwant\n%s", evs[1].Data, want)
 	}
 }

@@ -174,7 +174,8 @@ func (w *Writer) AppendBatch(ctx context.Context, runID, threadID string, events
 }
 
 // appendOnceLua: KEYS[1] stream, KEYS[2] once hash; ARGV once key, maxlen,
-// event type, envelope, ts, ttl ms. Returns {appended (0|1), id}.
+// event type, envelope, ts, ttl ms, end tail ms. Returns {appended (0|1), id}.
+// An `end` leaves the stream EndTail to live; the once hash keeps the TTL.
 const appendOnceLua = `
 local prev = redis.call('HGET', KEYS[2], ARGV[1])
 if prev then
@@ -183,7 +184,11 @@ end
 local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*',
   'event_type', ARGV[3], 'payload', ARGV[4], 'ts', ARGV[5])
 redis.call('HSET', KEYS[2], ARGV[1], id)
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
+if ARGV[3] == 'end' then
+  redis.call('PEXPIRE', KEYS[1], ARGV[7])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[6])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return {1, id}
 `
@@ -194,7 +199,8 @@ return {1, id}
 // one otherwise. It is used for the single `end` event that both the step that
 // finished a run and a recovery sweep may try to write (close the run's
 // Batcher first, so the end follows every message). The marker expires with
-// the stream.
+// the stream, or — once the stream ended — after StreamTTL, while the
+// stream itself is gone after EndTail.
 func (w *Writer) AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (id string, appended bool, err error) {
 	now := time.Now()
 	env, err := BuildEnvelope(runID, threadID, event, payload, now)
@@ -203,7 +209,7 @@ func (w *Writer) AppendOnce(ctx context.Context, runID, threadID, onceKey, event
 	}
 	res, err := w.once.Run(ctx, w.rdb,
 		[]string{w.cfg.RunKey(runID), w.cfg.onceKey(runID)},
-		onceKey, w.cfg.MaxLen, event, env, now.UnixMilli(), w.cfg.StreamTTL.Milliseconds(),
+		onceKey, w.cfg.MaxLen, event, env, now.UnixMilli(), w.cfg.StreamTTL.Milliseconds(), w.cfg.EndTail.Milliseconds(),
 	).Slice()
 	if err != nil {
 		return "", false, fmt.Errorf("append-once %s (%s) to run %s: %w", event, onceKey, runID, err)
@@ -262,12 +268,17 @@ type OnceEvent struct {
 }
 
 // appendOnceBatchLua: KEYS[1] stream, KEYS[2] once hash; ARGV maxlen, ttl ms,
-// ts, then (once key, event type, envelope) triples. Appends in order,
-// skipping keyed events already present. Returns the number appended.
+// ts, end tail ms, then (once key, event type, envelope) triples. Appends in
+// order, skipping keyed events already present. A batch that carries an
+// `end` (appended now or earlier) leaves the stream the end tail to live; a
+// batch whose events were all skipped creates nothing. Returns the number
+// appended.
 const appendOnceBatchLua = `
 local n = 0
-for i = 4, #ARGV, 3 do
+local ended = false
+for i = 5, #ARGV, 3 do
   local key = ARGV[i]
+  if ARGV[i+1] == 'end' then ended = true end
   if key == '' or not redis.call('HGET', KEYS[2], key) then
     local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*',
       'event_type', ARGV[i+1], 'payload', ARGV[i+2], 'ts', ARGV[3])
@@ -275,7 +286,11 @@ for i = 4, #ARGV, 3 do
     n = n + 1
   end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ended then
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return n
 `
@@ -283,13 +298,14 @@ return n
 // AppendOnceBatch appends events to run runID's stream in order, atomically
 // and in one round trip, each keyed event at most once (see AppendOnce). A
 // step that ends a run writes its last message marker and the closing events
-// with it; a recovery path repeating the keyed ones adds nothing.
+// with it; a recovery path repeating the keyed ones adds nothing. After the
+// `end`, the stream lives Config.EndTail, not StreamTTL.
 func (w *Writer) AppendOnceBatch(ctx context.Context, runID, threadID string, evs []OnceEvent) (int, error) {
 	if len(evs) == 0 {
 		return 0, nil
 	}
 	now := time.Now()
-	args := []any{w.cfg.MaxLen, w.cfg.StreamTTL.Milliseconds(), now.UnixMilli()}
+	args := []any{w.cfg.MaxLen, w.cfg.StreamTTL.Milliseconds(), now.UnixMilli(), w.cfg.EndTail.Milliseconds()}
 	for _, e := range evs {
 		env, err := BuildEnvelope(runID, threadID, e.Type, e.Payload, now)
 		if err != nil {

@@ -50,7 +50,7 @@ type benchDB struct {
 }
 
 // newDatabase creates yuxi_bench_<random> and applies the migrations (the
-// code bootstrap.Open runs). The caller drops it with dropDatabase.
+// code bootstrap.OpenCore runs). The caller drops it with dropDatabase.
 func (e *env) newDatabase(ctx context.Context) (benchDB, error) {
 	name := "yuxi_bench_" + randomHex(6)
 	if _, err := e.admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
@@ -54,7 +55,7 @@ func figStep(ctx context.Context, e *env, r *report) error {
 	// The platform's bus does not execute steps: it records the StepReady
 	// events the queue emits, and the bench hands them to the handler.
 	rec := &stepRecorder{ready: map[string]events.StepReady{}}
-	app, err := bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
+	app, err := openApp(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
 	if err != nil {
 		return err
 	}
@@ -123,8 +124,8 @@ func figStep(ctx context.Context, e *env, r *report) error {
 // createRuns creates n threads and submits one message on each through the
 // queue (as POST /api/agent/runs does) and returns the n StepReady events
 // that dispatch emitted, in submission order.
-func createRuns(ctx context.Context, app *bootstrap.App, rec *stepRecorder, n int) ([]events.StepReady, error) {
-	authSvc, err := app.Auth(ctx)
+func createRuns(ctx context.Context, app *benchApp, rec *stepRecorder, n int) ([]events.StepReady, error) {
+	authSvc, err := chat.Auth(ctx, app.Core)
 	if err != nil {
 		return nil, err
 	}
@@ -171,10 +172,10 @@ type stepCounts struct {
 }
 
 // countStepCommits runs steps with a handler whose pool carries a commit
-// counter (the stores are built like bootstrap.Open builds them), and reads
+// counter (the stores are built like chat.Open builds them), and reads
 // the server's counters around them. Every other pool on the database is idle
 // and flushed first, so the server delta is the steps' own.
-func countStepCommits(ctx context.Context, e *env, db benchDB, app *bootstrap.App, floor *commitFloor, cfg bootstrap.Config, steps []events.StepReady) (stepCounts, error) {
+func countStepCommits(ctx context.Context, e *env, db benchDB, app *benchApp, floor *commitFloor, cfg bootstrap.Config, steps []events.StepReady) (stepCounts, error) {
 	e.progress("figure 1: counting transactions of %d steps", stepCounted)
 	counter := newCommitCounter()
 	pool, err := openTracedPool(ctx, db.URL, counter)
@@ -192,7 +193,8 @@ func countStepCommits(ctx context.Context, e *env, db benchDB, app *bootstrap.Ap
 	defer rdb.Close()
 	rh := &redisCounter{}
 	rdb.AddHook(rh)
-	h := agentstep.New(runs.NewStore(pool, ob), instantModels{}, app.Tools, runstream.NewWriter(rdb, runstream.Config{Prefix: cfg.RedisPrefix}),
+	stream := runstream.NewWriter(rdb, runstream.Config{Prefix: cfg.RedisPrefix})
+	h := agentstep.New(runs.NewStore(pool, ob, stream, app.Log), instantModels{}, app.Tools, stream,
 		agentstep.Config{WorkerID: "bench-agent-step-counted", Lease: cfg.StepLease}, app.Log)
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan struct{})

@@ -77,7 +77,7 @@ func figColdStart(ctx context.Context, e *env, r *report) error {
 		}
 	}
 
-	// The database part of bootstrap.Open, in-process: connect, take the
+	// The database part of bootstrap.OpenCore, in-process: connect, take the
 	// migration lock, find every migration applied.
 	var dbPart samples
 	for range coldStarts {

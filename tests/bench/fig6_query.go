@@ -7,7 +7,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
@@ -124,7 +123,7 @@ func (kn *knowledge) query(ctx context.Context, k kb.KB, mode, q string) ([]kb.R
 	return queryOn(ctx, kn.app, k, mode, q)
 }
 
-func queryOn(ctx context.Context, app *bootstrap.App, k kb.KB, mode, q string) ([]kb.Result, error) {
+func queryOn(ctx context.Context, app *benchApp, k kb.KB, mode, q string) ([]kb.Result, error) {
 	opt := k.Retrieval()
 	opt.SearchMode = mode
 	res, err := app.Knowledge.Retriever.Query(ctx, k, q, opt, "")

@@ -26,7 +26,7 @@ import (
 
 // knowledge is the knowledge-base fixture of figures 5 and 6: a bench
 // database with the knowledge engines opened as the kb-index function opens
-// them (bootstrap.Open: the keyword index, the Postgres vector store with its
+// them (knowledge.Open: the keyword index, the Postgres vector store with its
 // per-process cache, the embedders, an object store in a temporary
 // directory), and the KBs built on it, each once per bench run. Figure 6
 // reuses the SciFact KB figure 5 built. closeKnowledge removes it all.
@@ -34,7 +34,7 @@ type knowledge struct {
 	db      benchDB
 	prefix  string
 	blobDir string
-	app     *bootstrap.App
+	app     *benchApp
 	sub     access.Subject
 
 	mu    sync.Mutex
@@ -104,11 +104,11 @@ func (e *env) closeKnowledge() {
 }
 
 // openKnowledgeApp opens the platform's services on db as a function
-// process does (bootstrap.Load + bootstrap.Open), with the object store in
+// process does (bootstrap.Load, OpenCore, knowledge.Open), with the object store in
 // blobDir and a publisher that drops events: the bench drives the handlers
 // itself. A second App on the same database is what a second process sees:
 // caches of its own, loaded on first use.
-func (e *env) openKnowledgeApp(ctx context.Context, db benchDB, prefix, blobDir string) (*bootstrap.App, error) {
+func (e *env) openKnowledgeApp(ctx context.Context, db benchDB, prefix, blobDir string) (*benchApp, error) {
 	penv := e.platformEnv(db, prefix)
 	penv["YUXI_BLOB_URI"] = blobDir
 	penv["YUXI_DB_MAX_CONNS"] = "12" // room for the fixture's concurrent builds; the default is max(4, CPUs)
@@ -120,7 +120,7 @@ func (e *env) openKnowledgeApp(ctx context.Context, db benchDB, prefix, blobDir 
 		return nil, err
 	}
 	drop := outbox.PublisherFunc(func(context.Context, cloudevents.Event) error { return nil })
-	return bootstrap.Open(ctx, cfg, bootstrap.Options{Function: "kb-index", Publisher: drop})
+	return openApp(ctx, cfg, bootstrap.Options{Function: "kb-index", Publisher: drop})
 }
 
 // indexer is kb-index's handler built as functions/kb-index builds it,

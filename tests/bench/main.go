@@ -59,7 +59,17 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	fs.SetOutput(stderr)
 	only := fs.String("only", "1,2,3,4,5,6,7", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
+	var soak soakConfig
+	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the figures, soak the platform this long (make soak: 10m) and print the slopes of what could grow")
+	fs.Float64Var(&soak.Rate, "soak-rate", 20, "soak: runs per second")
+	fs.IntVar(&soak.SSE, "soak-sse", 200, "soak: concurrent SSE clients")
+	fs.DurationVar(&soak.Window, "soak-window", time.Minute, "soak: every retention window (outbox, kept keys, stream TTL; the stream tail is a quarter)")
+	fs.DurationVar(&soak.Sample, "soak-sample", 5*time.Second, "soak: sampling interval")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if soak.Duration > 0 && (soak.Rate <= 0 || soak.SSE <= 0 || soak.Window <= 0 || soak.Sample <= 0) {
+		fmt.Fprintln(stderr, "bench: -soak-rate, -soak-sse, -soak-window and -soak-sample must be positive")
 		return 2
 	}
 	if *cpuProfile != "" {
@@ -76,16 +86,24 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 		defer pprof.StopCPUProfile()
 	}
 	selected := strings.Split(*only, ",")
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute+soak.Duration)
 	defer cancel()
 
 	e, closeEnv, err := openEnv(ctx, or(getenv("YUXI_BENCH_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		or(getenv("YUXI_BENCH_REDIS_URL"), "redis://127.0.0.1:6379/0"), stderr)
+		or(getenv("YUXI_BENCH_REDIS_URL"), "redis://127.0.0.1:6379/0"), stderr, soak.Duration == 0)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench cannot run:", err)
 		return 2
 	}
 	defer closeEnv()
+	if soak.Duration > 0 {
+		fmt.Fprintf(stdout, "yuxi soak — %s\n", e.describe(ctx))
+		if err := runSoak(ctx, e, soak, stdout); err != nil {
+			fmt.Fprintln(stdout, "soak failed:", err)
+			return 1
+		}
+		return 0
+	}
 	e.datasetsDir = getenv("YUXI_DATASETS_DIR")
 	if m := getenv("YUXI_BENCH_EMBEDDING_MODEL"); m != "" {
 		e.kbEnv = map[string]string{"YUXI_DEFAULT_EMBEDDING_MODEL": "bench-embed:" + m,
@@ -114,8 +132,8 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	return 0
 }
 
-// openEnv connects to the services and builds the binaries.
-func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*env, func(), error) {
+// openEnv connects to the services and (with build) builds the binaries.
+func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer, build bool) (*env, func(), error) {
 	admin, err := pgxpool.New(ctx, adminURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
@@ -152,6 +170,9 @@ func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*en
 		return nil, nil, err
 	}
 	e.root = root
+	if !build {
+		return e, closeAll, nil
+	}
 	e.progress("building %s, the local runner and the hello-world floor", strings.Join(functionNames, ", "))
 	if e.bins, err = buildBinaries(ctx, root, dir); err != nil {
 		closeAll()

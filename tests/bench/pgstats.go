@@ -352,7 +352,7 @@ func isWrite(sql string) bool {
 }
 
 // openTracedPool opens a pool exactly like shared/postgres.Open with the
-// default size (what bootstrap.Open does), plus the commit counter.
+// default size (what bootstrap.OpenCore does), plus the commit counter.
 func openTracedPool(ctx context.Context, url string, t *commitCounter) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {

@@ -16,7 +16,7 @@ import (
 )
 
 // functionNames are the function binaries the bench builds and starts.
-var functionNames = []string{"intake", "dispatcher", "agent-step", "tool-invoke"}
+var functionNames = []string{"intake", "dispatcher", "agent-step", "tool-invoke", "doc-parse", "kb-index"}
 
 // localRunner is the all-in-one local runner (every function in one
 // process, `make run`), which figure 7 ingests through.

@@ -5,7 +5,9 @@
 // handler serves, and the Secret template holds placeholders only. It also
 // enforces the architecture rules of STYLE.md: thin function mains, no
 // function importing another, shared/ never importing a function, events/
-// importing only the standard library and the CloudEvents SDK.
+// importing only the standard library and the CloudEvents SDK, and every
+// package doc's "May import" and "Imported by" lines true to go list
+// (packagedocs_test.go).
 //
 // Run by `make lint` and `make test`. Test-only package: it may import
 // anything, including the function handler packages, which it builds with nil
@@ -90,7 +92,7 @@ func eventRouters() map[string]*faas.Router {
 	}
 	add("agent-step", agentstep.New(nil, nil, nil, nil, agentstep.Config{}, nil).Register)
 	add("tool-invoke", toolinvoke.New(nil, nil, nil, toolinvoke.Config{}, nil).Register)
-	add("dispatcher", dispatcher.New(nil, nil, nil, nil, dispatcher.Config{}, nil).Register)
+	add("dispatcher", dispatcher.New(nil, nil, nil, dispatcher.Config{}, nil).Register)
 	add("doc-parse", parsedoc.New(nil, nil, nil, nil, nil, nil, nil, nil, parsedoc.Config{}, nil).Register)
 	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
 	return out

@@ -3,7 +3,7 @@
 // the way a client must (attempt-scoped messages, retry markers, exactly one
 // end), and starters for the platform in-process or as processes.
 //
-// Imported by: tests/* and benchmarks. May import anything.
+// Imported by: tests/* and benchmarks. May import: anything.
 package testkit
 
 import (

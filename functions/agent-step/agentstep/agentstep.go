@@ -40,8 +40,6 @@ type Models interface {
 // Stream is the run event stream.
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
-	AppendOnce(ctx context.Context, runID, threadID, onceKey, event string, payload any) (string, bool, error)
-	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 	NewBatcher(runID, threadID string, flushEvery time.Duration, maxChars int) *runstream.Batcher
 	WatchCancel(ctx context.Context, runID string) (<-chan struct{}, func())
 }
@@ -174,9 +172,9 @@ func (s *step) metadata() *runstream.OnceEvent {
 		return nil
 	}
 	r := s.r
-	return &runstream.OnceEvent{OnceKey: "metadata", Type: runstream.EventMetadata, Payload: map[string]any{
-		"request_id": r.RequestID, "agent_slug": r.AgentSlug, "uid": r.UID, "source": r.Source,
-		"run_type": r.RunType, "created_by_run_id": r.CreatedByRunID, "subagent_slug": nil}}
+	return &runstream.OnceEvent{OnceKey: runstream.EventMetadata, Type: runstream.EventMetadata, Payload: runstream.Metadata{
+		RequestID: r.RequestID, AgentSlug: r.AgentSlug, UID: r.UID, Source: r.Source,
+		RunType: r.RunType, CreatedByRunID: r.CreatedByRunID}}
 }
 
 // retryMarker tells clients that the step starts over: every message of the
@@ -184,10 +182,11 @@ func (s *step) metadata() *runstream.OnceEvent {
 // is to be discarded, including late deltas of an abandoned attempt.
 func (s *step) retryMarker(ctx context.Context, currentMessageID, reason string) {
 	r := s.r
-	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "retry", "step_no": s.in.StepNo,
-		"attempt": s.owner.Attempt, "discard_message_prefix": fmt.Sprintf("%s:%d:", r.ID, s.in.StepNo),
-		"current_message_id": currentMessageID, "reason": reason}
-	if _, err := s.h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom, map[string]any{"name": "yuxi.retry", "chunk": chunk}); err != nil {
+	chunk := runstream.Retry{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkRetry, StepNo: s.in.StepNo,
+		Attempt: s.owner.Attempt, DiscardMessagePrefix: fmt.Sprintf("%s:%d:", r.ID, s.in.StepNo),
+		CurrentMessageID: currentMessageID, Reason: reason}
+	if _, err := s.h.stream.Append(ctx, r.ID, r.ThreadID, runstream.EventCustom,
+		runstream.Custom[runstream.Retry]{Name: runstream.CustomRetry, Chunk: chunk}); err != nil {
 		s.h.log.Warn("append retry marker", "run", r.ID, "error", err)
 	}
 }
@@ -300,12 +299,13 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
 	h.crash("step.before_commit")
-	res, err := h.runs.CommitStep(ctx, run.StepCommit{
+	c := run.StepCommit{
 		Run: r, StepNo: s.in.StepNo, Owner: s.owner, StartedAt: started,
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
-	})
+	}
+	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
 		return nil
 	}
@@ -313,16 +313,10 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		return s.release(ctx, err)
 	}
 	h.crash("step.after_commit")
-	final := runstream.OnceEvent{Type: runstream.EventCustom, Payload: map[string]any{"name": "yuxi.message_final", "chunk": map[string]any{
-		"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "message_final", "message_id": out.streamMessageID,
-		"db_message_id": res.MessageID, "step_no": s.in.StepNo, "tool_call_count": len(calls)}}}
-	if res.Outcome == run.OutcomeTools {
-		if _, err := h.stream.AppendOnceBatch(ctx, r.ID, r.ThreadID, []runstream.OnceEvent{final}); err != nil {
-			h.log.Warn("append message_final", "run", r.ID, "error", err)
-		}
-		return nil
-	}
-	return endStream(ctx, h.stream, h.runs.Pool(), res.Run, h.log, final)
+	// The message_final marker, and the closing events when the step ended
+	// the run, are written by run (best effort; run.finished guarantees them).
+	h.runs.StreamStep(ctx, c, res)
+	return nil
 }
 
 // toolCalls gives every call a run-unique id: providers may repeat ids across
@@ -347,18 +341,14 @@ func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewTo
 	return out, nil
 }
 
-// finish ends the run at this step boundary (as the lease holder) and writes
-// the stream's final events.
+// finish ends the run at this step boundary (as the lease holder); run
+// writes the stream's closing events.
 func (s *step) finish(ctx context.Context, f run.Finish) error {
 	f.Owner = &s.owner
-	r, changed, err := s.h.runs.Finish(ctx, s.r.ID, f)
-	if err != nil {
+	if _, _, err := s.h.runs.Finish(ctx, s.r.ID, f); err != nil {
 		return s.release(ctx, err)
 	}
-	if !changed {
-		return nil
-	}
-	return endStream(ctx, s.h.stream, s.h.runs.Pool(), r, s.h.log)
+	return nil
 }
 
 // release gives the lease back after an infrastructure error so that the

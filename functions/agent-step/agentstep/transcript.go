@@ -3,10 +3,8 @@ package agentstep
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 
 	"github.com/yuxi-serverless/yuxi/shared/llm"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -61,27 +59,22 @@ func toolSpecs(specs []tool.Spec) []llm.ToolSpec {
 func (s *step) forward(ctx context.Context, b *runstream.Batcher, msgID string, d llm.Delta) error {
 	r := s.r
 	if d.Content != "" || d.Reasoning != "" {
-		ev := map[string]any{"type": "message_delta", "message_id": msgID, "thread_id": r.ThreadID, "namespace": ""}
+		ev := runstream.MessageDelta{Type: runstream.StreamMessageDelta, MessageID: msgID, ThreadID: r.ThreadID,
+			Content: d.Content, ReasoningContent: d.Reasoning}
+		var response *string
 		if d.Content != "" {
-			ev["content"] = d.Content
+			response = &d.Content
 		}
-		if d.Reasoning != "" {
-			ev["reasoning_content"] = d.Reasoning
-		}
-		var response any
-		if d.Content != "" {
-			response = d.Content
-		}
-		if err := b.Add(ctx, textChunk{m: map[string]any{"request_id": r.RequestID, "response": response, "thread_id": r.ThreadID,
-			"status": "loading", "stream_event": ev}, n: len(d.Content) + len(d.Reasoning)}); err != nil {
+		if err := b.Add(ctx, textChunk{c: runstream.MessageChunk{RequestID: r.RequestID, Response: response, ThreadID: r.ThreadID,
+			Status: runstream.ChunkLoading, StreamEvent: ev}, n: len(d.Content) + len(d.Reasoning)}); err != nil {
 			return err
 		}
 	}
 	for _, tc := range d.ToolCalls {
-		ev := map[string]any{"type": "tool_call_delta", "message_id": msgID, "tool_call_id": tc.ID, "name": tc.Name,
-			"args_delta": tc.ArgumentsDelta, "index": tc.Index}
-		if err := b.Add(ctx, textChunk{m: map[string]any{"request_id": r.RequestID, "response": nil, "thread_id": r.ThreadID,
-			"status": "loading", "stream_event": ev}, n: len(tc.ArgumentsDelta)}); err != nil {
+		ev := runstream.ToolCallDelta{Type: runstream.StreamToolCallDelta, MessageID: msgID, ToolCallID: tc.ID, Name: tc.Name,
+			ArgsDelta: tc.ArgumentsDelta, Index: tc.Index}
+		if err := b.Add(ctx, textChunk{c: runstream.MessageChunk{RequestID: r.RequestID, ThreadID: r.ThreadID,
+			Status: runstream.ChunkLoading, StreamEvent: ev}, n: len(tc.ArgumentsDelta)}); err != nil {
 			return err
 		}
 	}
@@ -90,26 +83,17 @@ func (s *step) forward(ctx context.Context, b *runstream.Batcher, msgID string, 
 
 // textChunk tells the batcher how much text a chunk carries.
 type textChunk struct {
-	m map[string]any
+	c runstream.MessageChunk
 	n int
 }
 
-func (c textChunk) MarshalJSON() ([]byte, error) { return json.Marshal(c.m) }
+func (c textChunk) MarshalJSON() ([]byte, error) { return json.Marshal(c.c) }
 func (c textChunk) TextLen() int                 { return c.n }
 
-func toolCallChunk(r run.Run, msgID string, index int, tc llm.ToolCall) map[string]any {
+func toolCallChunk(r run.Run, msgID string, index int, tc llm.ToolCall) runstream.MessageChunk {
 	var args any = map[string]any{}
 	_ = json.Unmarshal([]byte(tc.Arguments), &args)
-	return map[string]any{"request_id": r.RequestID, "response": nil, "thread_id": r.ThreadID, "status": "loading",
-		"stream_event": map[string]any{"type": "tool_call", "message_id": msgID, "tool_call_id": tc.ID, "name": tc.Name,
-			"args": args, "index": index}}
-}
-
-// endStream writes the final events of a finished run (see run.EndEvents).
-func endStream(ctx context.Context, st Stream, db postgres.DB, r run.Run, log *slog.Logger, prelude ...runstream.OnceEvent) error {
-	err := run.EndEvents(ctx, st, db, r, prelude...)
-	if err != nil {
-		log.Warn("append end events", "run", r.ID, "error", err)
-	}
-	return err
+	return runstream.MessageChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkLoading,
+		StreamEvent: runstream.ToolCall{Type: runstream.StreamToolCall, MessageID: msgID, ToolCallID: tc.ID, Name: tc.Name,
+			Args: args, Index: index}}
 }

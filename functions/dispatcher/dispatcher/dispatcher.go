@@ -1,9 +1,13 @@
 // Package dispatcher is the handler of the dispatcher function. On
-// run.finished it makes sure the run's stream carries its closing events and
-// dispatches the thread's next queued request. On a schedule (sweep) it
-// republishes unacknowledged outbox rows, re-drives runs whose worker died,
-// ends cancel-requested runs nobody works on, and dispatches ready queues
-// whose run.finished event was lost.
+// run.finished it asks run to make sure the run's stream carries its closing
+// events (run.Store.CloseStream), then asks the queue to dispatch the
+// thread's next queued request — run first, queue second. On a schedule
+// (sweep) it republishes unacknowledged outbox rows, prunes published ones
+// past their retention window, re-drives runs whose
+// worker died and ends cancel-requested runs nobody works on (run closes
+// their streams), and dispatches ready queues whose run.finished event was
+// lost. It does not create runs on the fast path: intake does, in its
+// transaction, when a thread is idle.
 //
 // Every action is idempotent: duplicate and out-of-order deliveries are safe.
 //
@@ -26,11 +30,14 @@ import (
 // Queue dispatches a thread's next request.
 type Queue interface {
 	DispatchNext(ctx context.Context, uid, agentSlug, threadID string) (string, error)
+	ReadyQueues(ctx context.Context, olderThan time.Duration, limit int) ([]queue.Key, error)
 }
 
-// Outbox republishes unacknowledged rows.
+// Outbox republishes unacknowledged rows and prunes published ones past
+// their retention window.
 type Outbox interface {
 	Sweep(ctx context.Context) (int, error)
+	Prune(ctx context.Context) (int, error)
 }
 
 // Files recovers knowledge-base files whose parsing or indexing stalled.
@@ -53,20 +60,19 @@ type Handler struct {
 	runs   *run.Store
 	queue  Queue
 	outbox Outbox
-	stream run.StreamAppender
 	cfg    Config
 	log    *slog.Logger
 }
 
 // New returns the handler.
-func New(runs *run.Store, q Queue, ob Outbox, stream run.StreamAppender, cfg Config, log *slog.Logger) *Handler {
+func New(runs *run.Store, q Queue, ob Outbox, cfg Config, log *slog.Logger) *Handler {
 	if cfg.QueueGrace <= 0 {
 		cfg.QueueGrace = 30 * time.Second
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{runs: runs, queue: q, outbox: ob, stream: stream, cfg: cfg, log: log}
+	return &Handler{runs: runs, queue: q, outbox: ob, cfg: cfg, log: log}
 }
 
 // Register adds the handlers to a function router; a Knative PingSource tick
@@ -77,19 +83,14 @@ func (h *Handler) Register(r *faas.Router) {
 	faas.OnType(r, events.TypeKnativePing, h.Sweep)
 }
 
-// RunFinished closes the run's stream and dispatches the next request.
+// RunFinished makes sure the run's stream is closed (run), then dispatches
+// the thread's next request (queue): run first, queue second, never back.
 func (h *Handler) RunFinished(ctx context.Context, in events.RunFinished) error {
-	r, err := run.Load(ctx, h.runs.Pool(), in.RunID)
-	if errors.Is(err, run.ErrNotFound) {
+	r, err := h.runs.CloseStream(ctx, in.RunID)
+	if errors.Is(err, run.ErrNotFound) || errors.Is(err, run.ErrNotTerminal) {
 		return faas.Permanent(err)
 	}
 	if err != nil {
-		return err
-	}
-	if !run.IsTerminal(r.Status) {
-		return faas.Permanent(errors.New("run.finished for a run that is not terminal"))
-	}
-	if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), r); err != nil {
 		return err
 	}
 	if h.cfg.Crash != nil {
@@ -108,6 +109,11 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 		} else if n > 0 {
 			h.log.Info("sweep republished outbox rows", "count", n)
 		}
+		if n, err := h.outbox.Prune(ctx); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			h.log.Debug("sweep pruned published outbox rows", "count", n)
+		}
 	}
 	recs, err := h.runs.RecoverStuck(ctx, h.cfg.Sweep)
 	if err != nil {
@@ -115,26 +121,21 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 	}
 	for _, rec := range recs {
 		h.log.Info("sweep recovered run", "run", rec.RunID, "action", rec.Action)
-		if rec.Action == "cancelled" || rec.Action == "failed" {
-			if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), rec.Run); err != nil {
-				errs = append(errs, err)
-			}
-		}
 	}
 	if h.cfg.Files != nil {
 		if err := h.cfg.Files.Sweep(ctx); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	ready, err := h.runs.ReadyQueues(ctx, h.cfg.QueueGrace, 100)
+	ready, err := h.queue.ReadyQueues(ctx, h.cfg.QueueGrace, 100)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, k := range ready {
-		if id, err := h.queue.DispatchNext(ctx, k[0], k[1], k[2]); err != nil {
+		if id, err := h.queue.DispatchNext(ctx, k.UID, k.AgentSlug, k.ThreadID); err != nil {
 			errs = append(errs, err)
 		} else if id != "" {
-			h.log.Info("sweep dispatched a waiting request", "thread", k[2], "run", id)
+			h.log.Info("sweep dispatched a waiting request", "thread", k.ThreadID, "run", id)
 		}
 	}
 	return errors.Join(errs...)

@@ -11,7 +11,7 @@
 // acknowledged; passing faults are retried, a bounded number of times.
 //
 // Imported by: functions/doc-parse (main), infra/local, tests.
-// May import: events, shared/*.
+// May import: events, shared/*, pgx, the CloudEvents SDK.
 package parsedoc
 
 import (

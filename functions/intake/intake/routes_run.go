@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -120,10 +119,7 @@ func (s *Server) cancelRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	}
 	ctx := context.WithoutCancel(r.Context())
 	switch outcome {
-	case run.CancelImmediate:
-		if err := run.EndEvents(ctx, s.d.Stream, s.d.Pool, ru); err != nil {
-			s.log.Warn("append end events", "run", ru.ID, "error", err)
-		}
+	case run.CancelImmediate: // run closed the stream
 		if s.d.Queue != nil {
 			_, _ = s.d.Stream.NotifyQueue(ctx, ru.ThreadID, map[string]any{"change": "run_cancelled"})
 		}
@@ -270,20 +266,4 @@ func (s *Server) requestEvents(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.log.Debug("request stream ended", "request", req.RequestID, "error", err)
 	}
 	return nil
-}
-
-// serveNotices streams a notice stream (KB file status changes) as SSE: each
-// entry becomes an event named by its type, resuming after Last-Event-ID.
-func serveNotices(w http.ResponseWriter, r *http.Request, hub *runstream.Hub, key string, heartbeat, maxDuration time.Duration) {
-	cursor := runstream.RunCursor(r)
-	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("after_seq") == "" {
-		cursor = runstream.CursorNew
-	}
-	_ = runstream.ServeStream(w, r, hub, key, cursor, runstream.StreamOptions{Heartbeat: heartbeat, MaxDuration: maxDuration},
-		runstream.StreamHooks{Entries: func(_ context.Context, sw *runstream.EventWriter, batch []runstream.Entry) (bool, error) {
-			for _, e := range batch {
-				sw.Event(e.Event, e.ID, e.Data)
-			}
-			return false, nil
-		}})
 }

@@ -5,7 +5,7 @@
 // Lambda Function URL or functions-framework.
 //
 // Imported by: functions/intake (main), infra/local, tests.
-// May import: events and shared/*.
+// May import: events, shared/* and pgx.
 package intake
 
 import (

@@ -11,7 +11,7 @@
 // a search never sees a half-replaced file.
 //
 // Imported by: functions/kb-index (main), infra/local, tests.
-// May import: events, shared/*.
+// May import: events, shared/*, pgx.
 package indexdoc
 
 import (

@@ -37,7 +37,6 @@ type Tools interface {
 // Stream is the run event stream.
 type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
-	AppendOnceBatch(ctx context.Context, runID, threadID string, evs []runstream.OnceEvent) (int, error)
 }
 
 // Config tunes the handler.
@@ -89,7 +88,7 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	if err != nil {
 		return err
 	}
-	if tc.Status != "pending" {
+	if tc.Status != run.ToolPending {
 		return nil // already recorded
 	}
 	r, err := run.Load(ctx, pool, in.RunID)
@@ -101,20 +100,20 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	}
 	var res tool.Result
 	if r.Status == run.StatusCancelRequested {
-		return h.record(ctx, r, tc, run.ToolResult{Status: "cancelled"}, tool.Result{})
+		return h.record(ctx, r, tc, run.ToolResult{Status: run.ToolCancelled}, tool.Result{})
 	}
-	h.toolEvent(ctx, r, tc, "tool-started", nil)
+	h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
 	res, err = h.invoke(ctx, r, tc)
 	if err != nil {
 		return err // infrastructure failure: retried
 	}
-	out := run.ToolResult{Status: "success", Output: truncate(res.Output, h.cfg.MaxOutput)}
+	out := run.ToolResult{Status: run.ToolSuccess, Output: truncate(res.Output, h.cfg.MaxOutput)}
 	switch {
 	case res.Interrupt != nil:
 		payload, _ := json.Marshal(res.Interrupt.Payload)
-		out = run.ToolResult{Status: "interrupted", Output: string(payload), InterruptType: res.Interrupt.Kind, InterruptMessage: res.Interrupt.Message}
+		out = run.ToolResult{Status: run.ToolInterrupted, Output: string(payload), InterruptType: res.Interrupt.Kind, InterruptMessage: res.Interrupt.Message}
 	case res.IsError:
-		out.Status, out.Error = "error", truncate(res.Output, 4000)
+		out.Status, out.Error = run.ToolError, truncate(res.Output, 4000)
 	}
 	return h.record(ctx, r, tc, out, res)
 }
@@ -139,45 +138,43 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 }
 
 func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
-	out.RunID, out.ToolCallID = r.ID, tc.ToolCallID
+	out.RunID, out.ThreadID, out.ToolCallID = r.ID, r.ThreadID, tc.ToolCallID
+	if out.Status != run.ToolCancelled {
+		data := runstream.ToolEventData{Event: runstream.ToolFinished}
+		switch out.Status {
+		case run.ToolError:
+			data.Error = &out.Error
+		case run.ToolInterrupted:
+			data.Interrupt = &out.InterruptType
+		default:
+			data.Output = &out.Output
+		}
+		// run appends it once the result is recorded, ahead of the closing
+		// events when this call ends the run.
+		out.Stream = []runstream.OnceEvent{{Type: runstream.EventCustom, Payload: toolEventPayload(r, tc, data)}}
+	}
 	h.crash("tool.before_complete")
-	fan, err := h.runs.CompleteToolCall(ctx, out)
-	if err != nil {
+	if _, err := h.runs.CompleteToolCall(ctx, out); err != nil {
 		return err
 	}
 	h.crash("tool.after_complete")
-	if fan.Duplicate {
-		return nil
-	}
-	if out.Status != "cancelled" {
-		data := map[string]any{"output": out.Output}
-		if out.Status == "error" {
-			data = map[string]any{"error": out.Error}
-		}
-		if out.Status == "interrupted" {
-			data = map[string]any{"interrupt": out.InterruptType}
-		}
-		h.toolEvent(ctx, r, tc, "tool-finished", data)
-	}
-	if fan.Interrupted {
-		if err := run.EndEvents(ctx, h.stream, h.runs.Pool(), fan.Run); err != nil {
-			h.log.Warn("append end events", "run", r.ID, "error", err)
-		}
-	}
 	return nil
 }
 
-func (h *Handler) toolEvent(ctx context.Context, r run.Run, tc run.ToolCall, kind string, extra map[string]any) {
-	data := map[string]any{"event": kind, "tool_call_id": tc.ToolCallID, "tool_name": tc.Name}
-	for k, v := range extra {
-		data[k] = v
-	}
-	chunk := map[string]any{"request_id": r.RequestID, "thread_id": r.ThreadID, "status": "stream_event",
-		"event": map[string]any{"method": "tools", "namespace": "", "data": data, "thread_id": r.ThreadID}}
+func (h *Handler) toolEvent(ctx context.Context, r run.Run, tc run.ToolCall, data runstream.ToolEventData) {
 	if _, err := h.stream.Append(context.WithoutCancel(ctx), r.ID, r.ThreadID, runstream.EventCustom,
-		map[string]any{"name": "yuxi.stream_event", "chunk": chunk}); err != nil {
+		toolEventPayload(r, tc, data)); err != nil {
 		h.log.Warn("append tool event", "run", r.ID, "error", err)
 	}
+}
+
+// toolEventPayload is the yuxi.stream_event of tool call tc; data names the
+// event kind and its outcome.
+func toolEventPayload(r run.Run, tc run.ToolCall, data runstream.ToolEventData) runstream.Custom[runstream.ToolEventChunk] {
+	data.ToolCallID, data.ToolName = tc.ToolCallID, tc.Name
+	return runstream.Custom[runstream.ToolEventChunk]{Name: runstream.CustomStreamEvent, Chunk: runstream.ToolEventChunk{
+		RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkStreamEvent,
+		Event: runstream.ToolEvent{Method: "tools", Data: data, ThreadID: r.ThreadID}}}
 }
 
 func truncate(s string, n int) string {

@@ -42,9 +42,6 @@ type config struct {
 // DefaultLargeSize is the size of the object the streaming test writes.
 const DefaultLargeSize = 50 << 20
 
-// LargeObjectSize sets the size of the streamed object (default 50 MiB).
-func LargeObjectSize(n int64) Option { return func(c *config) { c.largeSize = n } }
-
 // HeapBound sets how much the Go heap may grow while the large object is
 // written or read; the default is half the object's size, i.e. the store must
 // not hold the object in memory. n <= 0 turns the check off — for servers
@@ -510,23 +507,37 @@ func testCancelled(t *testing.T, s blob.Store) {
 	if _, err := s.Put(ctx, "cancelled", r, 8<<20, ""); err == nil {
 		t.Error("Put cancelled mid-stream succeeded")
 	}
+	// The store must stop reading at the cancellation itself, not whenever
+	// its transport notices: bytes read after it could still complete the
+	// upload (the race behind "cancelled Put left an object" under load).
+	if after := r.afterCancel.Load(); after != 0 {
+		t.Errorf("Put read %d bytes after its context was cancelled", after)
+	}
 	if _, err := s.Stat(t.Context(), "cancelled"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("cancelled Put left an object: %v", err)
 	}
 }
 
-// cancelAfter calls cancel once n bytes have been read.
+// cancelAfter calls cancel once n bytes have been read, and counts the
+// bytes read after that. A Put may read it from another goroutine (the
+// HTTP transport's writer).
 type cancelAfter struct {
-	r      io.Reader
-	n      int64
-	read   int64
-	cancel func()
+	r           io.Reader
+	n           int64
+	read        int64
+	cancel      func()
+	cancelled   atomic.Bool
+	afterCancel atomic.Int64
 }
 
 func (c *cancelAfter) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
+	if c.cancelled.Load() {
+		c.afterCancel.Add(int64(n))
+	}
 	c.read += int64(n)
-	if c.read >= c.n {
+	if c.read >= c.n && !c.cancelled.Load() {
+		c.cancelled.Store(true)
 		c.cancel()
 	}
 	return n, err

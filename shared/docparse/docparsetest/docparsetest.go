@@ -14,8 +14,8 @@
 // happen when writing to memory.
 //
 // Imported by: tests of any package (shared/docparse, functions, tests/e2e).
-// May import: the standard library only — never shared/docparse, so that its
-// own tests may use this package.
+// May import: the standard library only. It never imports shared/docparse, so
+// that the tests of shared/docparse may use this package.
 package docparsetest
 
 import (

@@ -2,7 +2,8 @@
 // outbox whose relay records published events instead of delivering them,
 // the stores, and helpers to make users, threads and runs.
 //
-// Imported by: tests only. May import: shared/*, events, testing.
+// Imported by: tests only. May import: shared/*, events, pgx, the
+// CloudEvents SDK, testing.
 package runtest
 
 import (
@@ -99,9 +100,9 @@ func New(t testing.TB) *Fixture {
 	ob := &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("test"), Claim: 5 * time.Second}, Relay: relay}
 	tools := tool.NewRegistry(tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: pool})
 	agents := agent.NewStore(pool, tools.Has)
-	f := &Fixture{T: t, Pool: pool, URL: url, Recorder: rec, Relay: relay, Outbox: ob, Runs: run.NewStore(pool, ob),
+	f := &Fixture{T: t, Pool: pool, URL: url, Recorder: rec, Relay: relay, Outbox: ob, Runs: run.NewStore(pool, ob, nil, nil),
 		Agents: agents, Threads: thread.NewStore(pool), Tools: tools}
-	f.Queue = queue.NewService(pool, ob, agents, Models{Default: "fake:model"}, nil)
+	f.Queue = queue.NewService(pool, ob, f.Runs, agents, Models{Default: "fake:model"}, nil)
 	return f
 }
 

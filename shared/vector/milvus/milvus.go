@@ -21,7 +21,9 @@
 //
 // Imported by: function mains (wiring, when configured for Milvus), its
 // tests. May import: shared/vector, the Milvus Go client
-// (github.com/milvus-io/milvus/client/v2) and its proto types, the standard library.
+// (github.com/milvus-io/milvus/client/v2), its proto types,
+// github.com/milvus-io/milvus/pkg/v2 (merr: the client's error codes) and the
+// standard library.
 package milvus
 
 import (

@@ -9,8 +9,8 @@
 // -script every request is answered by echoing its last user message.
 // Out-of-contract requests are answered 422 and logged to stderr.
 //
-// Imported by: nobody (a command). May import: llmtest and the standard
-// library.
+// Imported by: nobody (a command). May import: shared/llm/llmtest and
+// the standard library.
 package main
 
 import (

@@ -1,4 +1,14 @@
-package bootstrap
+// Package knowledge opens the knowledge-base engines on a bootstrap.Core: the
+// object store, the keyword index, the vector store (Postgres, searched in
+// process), the embedding and rerank models, the KB store and retriever, the
+// buckets bound to knowledge bases, the agent's knowledge tools and the
+// dispatcher's file sweep. It does not open the document parser (package
+// parser): the functions that never parse must not link it.
+//
+// Imported by: the mains of intake, dispatcher, tool-invoke, doc-parse and
+// kb-index, infra/local, tests and benchmarks.
+// May import: shared/bootstrap, shared/* (never shared/docparse) and the standard library.
+package knowledge
 
 import (
 	"context"
@@ -11,10 +21,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
-	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
@@ -25,60 +36,47 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
-// Knowledge is the knowledge-base part of an App.
-type Knowledge struct {
+// Engines are the opened knowledge-base engines.
+type Engines struct {
 	Blob      blob.Store
 	KBs       *kb.Store
 	Keyword   *keyword.Index
 	Vectors   vector.Store
-	Models    *KBModels
+	Models    *Models
 	Retriever *kb.Retriever
-	Parser    *docparse.Parser
 	Buckets   *Buckets
 
-	closeVectors func() // stops the vector store's background index builds
+	core        *bootstrap.Core
+	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
 }
 
-// openKnowledge builds the knowledge engines: the object store, the keyword
-// index and the vector store (Postgres, searched in process), the embedding
-// and rerank models, the document parser.
-func (a *App) openKnowledge() error {
-	cfg := a.Config
+// Open builds the engines on core's pool and model providers (embedding and
+// rerank models). core.Close stops their background work.
+func Open(core *bootstrap.Core) (*Engines, error) {
+	cfg := core.Config
 	uri := cfg.BlobURI
 	if !strings.Contains(uri, "://") {
 		uri = "file://" + absPath(uri)
 	}
 	store, err := blob.OpenWith(uri, blob.Credentials{AccessKey: cfg.BlobAccessKey, SecretKey: cfg.BlobSecretKey})
 	if err != nil {
-		return fmt.Errorf("YUXI_BLOB_URI: %w", err)
+		return nil, fmt.Errorf("YUXI_BLOB_URI: %w", err)
 	}
-	models := &KBModels{providers: a.Models, http: &http.Client{Timeout: 2 * time.Minute}}
-	k := &Knowledge{Blob: store, Models: models, Buckets: &Buckets{cfg: cfg}}
-	k.Keyword = keyword.New(a.Pool, keyword.NewAnalyzer("auto"), keyword.Params{})
-	pgVectors := vector.NewPostgres(a.Pool, vector.PostgresOptions{})
-	k.Vectors, k.closeVectors = pgVectors, pgVectors.Close
-	k.KBs = kb.NewStore(a.Pool, cfg.DefaultEmbedding, models.Dims)
-	k.Retriever = kb.NewRetriever(a.Pool, k.Vectors, k.Keyword, models)
-	// Without an OCR engine, PDFs keep whatever text layer they have (a blank
-	// page is not a scan) and fail only when no page has text; images fail.
-	opts := docparse.Options{OCREngine: docparse.EngineDisable}
-	if cfg.OCREngine != "" {
-		ocr, err := docparse.NewOCR(cfg.OCREngine, cfg.OCRBaseURL, cfg.OCRToken, &http.Client{Timeout: 10 * time.Minute})
-		if err != nil {
-			return fmt.Errorf("YUXI_OCR_ENGINE: %w", err)
-		}
-		opts.OCR, opts.OCREngine = ocr, cfg.OCREngine
-	}
-	k.Parser = docparse.New(docparse.NewPDFTextLayer(), opts)
-	a.Knowledge = k
-	return nil
+	m := &Models{providers: core.Models, http: &http.Client{Timeout: 2 * time.Minute}}
+	e := &Engines{Blob: store, Models: m, Buckets: &Buckets{cfg: cfg}, core: core}
+	e.Keyword = keyword.New(core.Pool, keyword.NewAnalyzer("auto"), keyword.Params{})
+	pgVectors := vector.NewPostgres(core.Pool, vector.PostgresOptions{})
+	e.Vectors = pgVectors
+	core.OnClose(pgVectors.Close) // its background index builds
+	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
+	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
+	return e, nil
 }
 
-// KnowledgeTools returns the agent's knowledge-base tools.
-func (a *App) KnowledgeTools() []tool.Tool {
-	k := a.Knowledge
-	return kbtool.Tools(kbtool.Deps{Pool: a.Pool, KBs: k.KBs, Retriever: k.Retriever, ReadMarkdown: func(ctx context.Context, key string) (string, error) {
-		rc, _, err := k.Blob.Get(ctx, key)
+// Tools returns the agent's knowledge-base tools.
+func (e *Engines) Tools() []tool.Tool {
+	return kbtool.Tools(kbtool.Deps{Pool: e.core.Pool, KBs: e.KBs, Retriever: e.Retriever, ReadMarkdown: func(ctx context.Context, key string) (string, error) {
+		rc, _, err := e.Blob.Get(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
 			return "", failure.Unprocessable("not_parsed", "the parsed document is gone; parse the file again")
 		}
@@ -91,10 +89,10 @@ func (a *App) KnowledgeTools() []tool.Tool {
 	}})
 }
 
-// KBModels builds embedders and rerankers from model specs: the offline
+// Models builds embedders and rerankers from model specs: the offline
 // "builtin:hash-ngram-<dim>" embedder, or any OpenAI-compatible provider's
 // /embeddings and /rerank ("provider_id:model_id").
-type KBModels struct {
+type Models struct {
 	providers *llm.Registry
 	http      *http.Client
 	mu        sync.Mutex
@@ -105,7 +103,7 @@ const builtinHashing = "builtin:hash-ngram-"
 
 // Dims tells an embedding model's dimension: from the name for the builtin
 // embedder, by embedding a probe text for a provider's model.
-func (m *KBModels) Dims(spec string) (int, error) {
+func (m *Models) Dims(spec string) (int, error) {
 	if d, ok := strings.CutPrefix(spec, builtinHashing); ok {
 		n, err := strconv.Atoi(d)
 		if err != nil || n < 8 || n > 8192 {
@@ -127,7 +125,7 @@ func (m *KBModels) Dims(spec string) (int, error) {
 }
 
 // Embedder returns the embedder of spec, expecting dim dimensions (0: learn).
-func (m *KBModels) Embedder(spec string, dim int) (embed.Embedder, error) {
+func (m *Models) Embedder(spec string, dim int) (embed.Embedder, error) {
 	key := fmt.Sprintf("%s#%d", spec, dim)
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,7 +158,7 @@ func (m *KBModels) Embedder(spec string, dim int) (embed.Embedder, error) {
 }
 
 // Reranker returns the reranker of spec ("provider_id:model_id").
-func (m *KBModels) Reranker(spec string) (embed.Reranker, error) {
+func (m *Models) Reranker(spec string) (embed.Reranker, error) {
 	p, model, err := m.provider(spec)
 	if err != nil {
 		return nil, err
@@ -168,7 +166,7 @@ func (m *KBModels) Reranker(spec string) (embed.Reranker, error) {
 	return embed.NewOpenAIReranker(embed.OpenAIRerankerConfig{BaseURL: p.BaseURL, APIKey: p.APIKey, Model: model, HTTP: m.http})
 }
 
-func (m *KBModels) provider(spec string) (llm.Provider, string, error) {
+func (m *Models) provider(spec string) (llm.Provider, string, error) {
 	id, model, err := llm.ParseSpec(spec)
 	if err != nil {
 		return llm.Provider{}, "", failure.Unprocessable("invalid_model_spec", "%v", err)
@@ -181,7 +179,7 @@ func (m *KBModels) provider(spec string) (llm.Provider, string, error) {
 }
 
 // Buckets opens buckets bound to knowledge bases for reading.
-type Buckets struct{ cfg Config }
+type Buckets struct{ cfg bootstrap.Config }
 
 // Open returns a store over bucket (S3 API; GCS through its S3-interoperable
 // endpoint, storage.googleapis.com unless YUXI_SOURCE_GCS_ENDPOINT says otherwise).
@@ -209,27 +207,59 @@ func absPath(p string) string {
 	return filepath.Join(wd, p)
 }
 
-// FileSweeper recovers stalled ingestion, applies owed vector deletions and
-// purges deleted KBs (the dispatcher's sweep).
-func (a *App) FileSweeper() FileSweeper { return FileSweeper{a: a} }
+// FileSweeper is the knowledge part of the dispatcher's sweep: it recovers
+// stalled ingestion, applies owed vector deletions and purges deleted KBs.
+func (e *Engines) FileSweeper() FileSweeper { return FileSweeper{e: e} }
 
-// FileSweeper is the knowledge part of the dispatcher's sweep.
-type FileSweeper struct{ a *App }
+// FileSweeper implements dispatcher.Files.
+type FileSweeper struct{ e *Engines }
 
 // Sweep implements dispatcher.Files.
 func (f FileSweeper) Sweep(ctx context.Context) error {
-	recs, err := f.a.Knowledge.KBs.RecoverStuckFiles(ctx, f.a.Outbox, kb.SweepConfig{ParseLease: f.a.Config.FileLease,
-		IndexLease: f.a.Config.FileLease, Grace: f.a.Config.FileGrace})
+	c, e := f.e.core, f.e
+	recs, err := e.KBs.RecoverStuckFiles(ctx, c.Outbox, kb.SweepConfig{ParseLease: c.Config.FileLease,
+		IndexLease: c.Config.FileLease, Grace: c.Config.FileGrace})
 	for _, r := range recs {
-		f.a.Log.Info("sweep recovered file", "kb", r.KBID, "file", r.FileID, "status", r.Status, "action", r.Action)
+		c.Log.Info("sweep recovered file", "kb", r.KBID, "file", r.FileID, "status", r.Status, "action", r.Action)
 	}
 	if err != nil {
 		return err
 	}
-	_, err = f.a.Knowledge.KBs.FlushVectorDeletes(ctx, f.a.Knowledge.Vectors, "")
-	n, perr := f.a.Knowledge.KBs.PurgeDeleted(ctx, f.a.Knowledge.Vectors, f.a.Knowledge.Blob, "")
+	_, err = e.KBs.FlushVectorDeletes(ctx, e.Vectors, "")
+	n, perr := e.KBs.PurgeDeleted(ctx, e.Vectors, e.Blob, "")
 	if n > 0 {
-		f.a.Log.Info("sweep purged deleted knowledge bases", "count", n)
+		c.Log.Info("sweep purged deleted knowledge bases", "count", n)
 	}
-	return errors.Join(err, perr)
+	return errors.Join(err, perr, f.removeTemp(ctx))
+}
+
+// tempRemover is an object store that can leave temp objects behind when its
+// process dies mid-write (blob.Local). The S3 store cannot: an object appears
+// only when its upload completes.
+type tempRemover interface {
+	RemoveTemp(ctx context.Context, olderThan time.Duration) (int, error)
+}
+
+// removeTemp deletes temp objects older than YUXI_FILE_LEASE (a write that
+// old belongs to a dead process: a live one keeps touching its file), at
+// most once per YUXI_FILE_GRACE since it walks the whole store.
+func (f FileSweeper) removeTemp(ctx context.Context) error {
+	c := f.e.core
+	tr, ok := f.e.Blob.(tempRemover)
+	if !ok {
+		return nil
+	}
+	now := time.Now()
+	last := f.e.tempSweptAt.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < c.Config.FileGrace {
+		return nil
+	}
+	if !f.e.tempSweptAt.CompareAndSwap(last, now.UnixNano()) {
+		return nil // another sweep of this process is at it
+	}
+	n, err := tr.RemoveTemp(ctx, c.Config.FileLease)
+	if n > 0 {
+		c.Log.Info("sweep removed temp objects left by a dead process", "count", n)
+	}
+	return err
 }

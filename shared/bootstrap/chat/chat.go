@@ -1,0 +1,86 @@
+// Package chat builds the run side of the platform on a bootstrap.Core: the
+// tool registry, the run, agent and thread stores, the per-thread request
+// queue, and the auth service. It opens no connection of its own.
+//
+// Imported by: the mains of intake, dispatcher, agent-step and tool-invoke,
+// infra/local, tests and benchmarks.
+// May import: shared/bootstrap, shared/* (never the knowledge engines or
+// shared/docparse: knowledge tools come in as arguments) and the standard library.
+package chat
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/yuxi-serverless/yuxi/shared/agent"
+	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/queue"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+)
+
+// Kit is the run side's stores and services. Building it is cheap (no
+// connection, no goroutine); each main uses the fields its handler takes.
+type Kit struct {
+	Tools   *tool.Registry
+	Runs    *run.Store
+	Agents  *agent.Store
+	Threads *thread.Store
+	Queue   *queue.Service
+}
+
+// Open builds the kit on core. The tool registry holds the builtin tools plus
+// more: the knowledge tools (knowledge.Engines.Tools) where they run, or their
+// specs (Offered) where they are only offered to the model.
+func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
+	k := &Kit{}
+	k.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, more...)...)
+	k.Runs = run.NewStore(core.Pool, core.Outbox, core.Stream, core.Log)
+	k.Agents = agent.NewStore(core.Pool, k.Tools.Has)
+	k.Threads = thread.NewStore(core.Pool)
+	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Models}, core.Stream)
+	return k
+}
+
+// Offered returns tools known only by their specs, for a process that offers
+// tools to the model but never runs them (agent-step; tool-invoke runs them):
+// it then needs no engine behind the tools. Invoking one is a wiring bug.
+func Offered(specs ...tool.Spec) []tool.Tool {
+	out := make([]tool.Tool, len(specs))
+	for i, s := range specs {
+		out[i] = offered(s)
+	}
+	return out
+}
+
+type offered tool.Spec
+
+func (o offered) Spec() tool.Spec { return tool.Spec(o) }
+
+func (o offered) Invoke(context.Context, tool.Call) (tool.Result, error) {
+	return tool.Result{}, fmt.Errorf("tool %s is only offered to the model by this process, not run", o.Name)
+}
+
+// Auth builds the auth service, with configured secrets or ones generated
+// and stored on first start.
+func Auth(ctx context.Context, core *bootstrap.Core) (*auth.Service, error) {
+	jwtSecret, keySecret := []byte(core.Config.JWTSecret), []byte(core.Config.APIKeySecret)
+	if len(jwtSecret) == 0 {
+		var err error
+		if jwtSecret, keySecret, err = auth.LoadOrCreateSecrets(ctx, core.Pool); err != nil {
+			return nil, err
+		}
+	}
+	return auth.NewService(core.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret})
+}
+
+// modelCatalog adapts the model registry to the queue's Models.
+type modelCatalog struct{ *llm.Registry }
+
+func (m modelCatalog) Available(spec string) error {
+	_, _, err := m.ChatModel(spec)
+	return err
+}

@@ -1,0 +1,32 @@
+// Package parser opens the document parser (PDF text layer, office formats,
+// HTML to Markdown, and the OCR service when one is configured). It is a
+// package of its own so that only the processes that parse link the parsers.
+//
+// Imported by: the mains of doc-parse and intake (POST
+// /api/knowledge/files/markdown), infra/local, tests and benchmarks.
+// May import: shared/bootstrap, shared/docparse and the standard library.
+package parser
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
+)
+
+// Open builds the parser of cfg. Without an OCR engine, PDFs keep whatever
+// text layer they have (a blank page is not a scan) and fail only when no
+// page has text; images fail.
+func Open(cfg bootstrap.Config) (*docparse.Parser, error) {
+	opts := docparse.Options{OCREngine: docparse.EngineDisable}
+	if cfg.OCREngine != "" {
+		ocr, err := docparse.NewOCR(cfg.OCREngine, cfg.OCRBaseURL, cfg.OCRToken, &http.Client{Timeout: 10 * time.Minute})
+		if err != nil {
+			return nil, fmt.Errorf("YUXI_OCR_ENGINE: %w", err)
+		}
+		opts.OCR, opts.OCREngine = ocr, cfg.OCREngine
+	}
+	return docparse.New(docparse.NewPDFTextLayer(), opts), nil
+}

@@ -1,0 +1,500 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/shared/agent"
+	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/tests/testkit"
+)
+
+// The two-account suite, generated from the route table.
+//
+// Account A owns one of each resource; for every route of the table whose
+// Check is a resource check, each account B that passes the route's role
+// rule (a user and an admin of A's department, an admin of another one)
+// calls it with A's ids in the path and a hostile body naming A's
+// resources, and must be refused — 403 or 404 with an error code (401 for
+// the bucket webhook's shared secret) — and A's resources must be exactly
+// as before: the same rows, the same objects, the same answers to A.
+//
+// The suite iterates the table: a route whose Check has no fixture here,
+// or whose path names a parameter its fixture cannot fill, fails it, so a
+// new route or a new kind of check cannot go unprobed. It also checks that
+// the table's Check column tells the truth where it can: path parameters
+// are resource ids only with a check; a route with a read check changes
+// nothing (or is listed with its reason); a reader (shared read access) is
+// refused every manage route and served every read route. Every read route
+// without a check (the lists) answers B with none of A's ids or contents.
+// Beyond the table: B's own KB paired with A's document, folder, source or
+// image ids, in the path or in the body, and an API key minted for A.
+
+var routeParam = regexp.MustCompile(`\{([a-z_]+)(\.\.\.)?\}|\{\$\}`)
+
+// fill substitutes ids for a route's path parameters; missing names the
+// parameters ids has no value for.
+func fill(path string, ids map[string]string) (out string, missing []string) {
+	out = routeParam.ReplaceAllStringFunc(path, func(m string) string {
+		if m == "{$}" {
+			return ""
+		}
+		name := routeParam.FindStringSubmatch(m)[1]
+		v, ok := ids[name]
+		if !ok {
+			missing = append(missing, name)
+		}
+		return v
+	})
+	return out, missing
+}
+
+func params(path string) []string {
+	var out []string
+	for _, m := range routeParam.FindAllStringSubmatch(path, -1) {
+		if m[1] != "" {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+// unscopedParams are path parameters that name no one's resource, so a
+// route may take them without a resource check.
+var unscopedParams = map[string]string{
+	"backend_id": "names code (the chatbot backend), the same for every user",
+}
+
+// checkParam is the path parameter each resource check is about; the route
+// must carry it (kb_manage on the upload route takes ?kb_id=).
+var checkParam = map[intake.Check]string{
+	intake.OwnThread: "thread_id", intake.OwnRun: "run_id", intake.OwnRequest: "request_id", intake.OwnAPIKey: "api_key_id",
+	intake.ReadAgent: "agent_id", intake.ManageAgent: "agent_id", intake.ReadKB: "kb_id", intake.ManageKB: "kb_id",
+}
+
+// readOnlyWrites are non-GET routes with a read check, and why reading is enough.
+var readOnlyWrites = map[string]string{
+	"POST /api/knowledge/databases/{kb_id}/query":                         "a search: the body is the query",
+	"POST /api/knowledge/databases/{kb_id}/query-test":                    "a search: the body is the query",
+	"POST /api/knowledge/databases/external/{kb_id}/retrieve":             "a search: the body is the query",
+	"POST /api/knowledge/databases/external/{kb_id}/files/{file_id}/find": "a search in one file",
+	// Admin route: any admin who can see an agent may make it the instance
+	// default. Issue 9 (item 3) makes it superadmin-only; until then the
+	// suite proves an admin who cannot see the agent is refused.
+	"POST /api/agent/{agent_id}/set_default": "instance setting; superadmin-only under issue 9",
+}
+
+// readerQuery completes read routes that need a query to answer 200.
+var readerQuery = map[string]string{
+	"GET /api/knowledge/databases/{kb_id}/documents/exists": "?filename=handbook.md",
+}
+
+// caller is one account probing A's resources.
+type caller struct {
+	name  string
+	c     *testkit.Client
+	admin bool
+}
+
+// fixture is what a check kind needs: A's ids by path parameter, the
+// callers it refuses, the refusal it expects, and special requests.
+type fixture struct {
+	ids     map[string]string
+	status  []int
+	codeOK  func(code string) bool
+	callers []caller
+	// call overrides the request for a route pattern (bodies that must name
+	// A's resources, multipart uploads, the webhook's headers); several
+	// requests per route are allowed.
+	call map[string][]func(c *testkit.Client) testkit.Response
+	// reader may read the resource but not manage it (nil: no such account).
+	reader *testkit.Client
+}
+
+func refusalCode(code string) bool {
+	return strings.HasSuffix(code, "_not_found") || strings.HasSuffix(code, "_forbidden")
+}
+
+func TestTwoAccountSuite(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, testkit.Env{"YUXI_NOTIFY_TOKEN": testkit.NotifyToken})
+	ctx := context.Background()
+	pool := p.P.App.Pool
+	super := p.Admin
+	var otherDept int64
+	if err := pool.QueryRow(ctx, `INSERT INTO departments (name) VALUES ('elsewhere') RETURNING id`).Scan(&otherDept); err != nil {
+		t.Fatal(err)
+	}
+	timeoutClient := &http.Client{Timeout: 15 * time.Second} // a stream served to B would otherwise hang the test
+	mk := func(uid, role string, dept *int64) *testkit.Client {
+		c := super.CreateUser(uid, role, dept)
+		c.HTTP = timeoutClient
+		return c
+	}
+	alice := mk("alice", "user", nil)       // A of the chat resources
+	kbOwner := mk("kb-owner", "admin", nil) // A of the knowledge resources
+	bob := mk("bob", "user", nil)           // B: a user of A's department
+	rival := mk("rival", "admin", nil)      // B: an admin of A's department
+	outsider := mk("outsider", "admin", &otherDept)
+	carol := mk("carol", "user", nil)         // reads alice's agent
+	kbReader := mk("kb-reader", "admin", nil) // reads kb-owner's KB
+	attackers := []caller{{"user of A's department", bob, false}, {"admin of A's department", rival, true}, {"admin of another department", outsider, true}}
+
+	// --- A's chat resources: a private agent, a thread with a finished run
+	// and its request, an API key.
+	agentID := alice.OK("POST", "/api/agent", map[string]any{"name": "Alice's private agent", "slug": "alice-private",
+		"description": "private", "config_json": map[string]any{"context": map[string]any{"system_prompt": "alice's secret prompt"}},
+		"share_config": map[string]any{"version": 2, "read_scope": map[string]any{"access_level": "user", "user_uids": []string{"carol"}}}})["slug"].(string)
+	threadID := alice.OK("POST", "/api/chat/thread", map[string]any{"agent_id": agentID, "title": "alice's thread"})["id"].(string)
+	p.LLM.Enqueue(llmtest.Text("alice's answer"))
+	in := alice.Submit(threadID, "alice's question", map[string]any{"agent_slug": agentID})
+	runID, requestID := in["run_id"].(string), in["request_id"].(string)
+	if r := testkit.Render(alice.Collect(runID, 20*time.Second)); r.EndStatus != "completed" {
+		t.Fatalf("alice's run: %+v", r)
+	}
+	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
+	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
+	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
+
+	// --- A's knowledge resources: a private KB (read-shared with kbReader)
+	// with a document, an image, a folder, a bucket source and an upload
+	// not yet added.
+	kbID := kbOwner.NewKnowledgeBase("owner's KB", "private", nil)
+	kbOwner.OK("PUT", "/api/knowledge/databases/"+kbID, map[string]any{"share_config": map[string]any{"version": 2,
+		"read_scope": map[string]any{"access_level": "user", "user_uids": []string{"kb-reader"}}}})
+	ids := kbOwner.AddDocuments(kbID, []string{
+		kbOwner.UploadKB(kbID, "handbook.md", []byte("# Handbook\n\nThe pangolin protocol requires two keys.\n")),
+		kbOwner.UploadKB(kbID, "chart.zip", docparsetest.MinerUBundle("# Chart\n\n![c](images/c.png)\n\nThe tapir chart.\n", map[string][]byte{"c.png": docparsetest.PNG()})),
+	}, nil)
+	docID, bundleID := ids[0], ids[1]
+	kbOwner.WaitFile(kbID, docID, ingestWait, "indexed")
+	kbOwner.WaitFile(kbID, bundleID, ingestWait, "indexed")
+	image := ""
+	for _, l := range kbOwner.Content(kbID, bundleID).Lines {
+		if i := strings.Index(l, "(/api/knowledge/databases/"+kbID+"/images/"); i >= 0 {
+			image = strings.TrimPrefix(strings.TrimSuffix(l[i+1:], ")"), "/api/knowledge/databases/"+kbID+"/images/")
+		}
+	}
+	if image == "" {
+		t.Fatal("no image link in the bundle's content")
+	}
+	folderID := kbOwner.OK("POST", "/api/knowledge/databases/"+kbID+"/folders", map[string]any{"folder_name": "owner's folder"})["file_id"].(string)
+	sourceID := fmt.Sprint(kbOwner.OK("POST", "/api/knowledge/databases/"+kbID+"/sources", map[string]any{"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/"})["id"])
+	pendingUpload := kbOwner.UploadKB(kbID, "pending.md", []byte("# Pending\n"))
+	revision := kbOwner.OK("GET", "/api/knowledge/databases/"+kbID+"/documents/"+docID+"/content", nil)["content_revision"].(string)
+	testkit.WaitKnowledgeSettled(t, pool, bucketSettle)
+
+	// B's own KB, for calls that pair it with A's document, folder, source
+	// or image ids.
+	rivalKB := rival.NewKnowledgeBase("rival's KB", "the rival's own", nil)
+	rivalFolder := rival.OK("POST", "/api/knowledge/databases/"+rivalKB+"/folders", map[string]any{"folder_name": "rival's folder"})["file_id"].(string)
+	// A's ids and secrets, none of which a list answers B with.
+	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
+		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin"}
+	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
+
+	hostile := map[string]any{
+		"title": "pwned", "name": "pwned", "description": "hijacked", "is_enabled": false, "expires_at": "2001-01-01T00:00:00Z",
+		"share_config": map[string]any{"version": 2, "read_scope": map[string]any{"access_level": "global"}, "manage_scope": map[string]any{"access_level": "global"}},
+		"config_json":  map[string]any{"context": map[string]any{"system_prompt": "pwned"}},
+		"items":        []string{pendingUpload}, "file_ids": []string{docID, folderID}, "folder_name": "pwned", "new_parent_id": folderID, "parent_id": folderID,
+		"content": "# pwned\n", "revision": revision, "query": "pangolin protocol", "meta": map[string]any{"search_mode": "keyword"},
+		"options": map[string]any{"search_mode": "keyword"}, "patterns": []string{"pangolin"}, "final_top_k": 1,
+		"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/", "params": map[string]any{},
+	}
+	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID}
+	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
+	chat := func(reader *testkit.Client) fixture {
+		return fixture{ids: chatIDs, status: []int{403, 404}, codeOK: refusalCode, callers: attackers, reader: reader}
+	}
+	knowledge := func(reader *testkit.Client) fixture {
+		f := fixture{ids: kbIDs, status: []int{403, 404}, codeOK: refusalCode, callers: attackers, reader: reader}
+		f.call = map[string][]func(c *testkit.Client) testkit.Response{
+			"POST /api/knowledge/files/upload": {func(c *testkit.Client) testkit.Response { return c.Upload(kbID, "intruder.md", []byte("# Intruder\n")) }},
+		}
+		return f
+	}
+	notifyBody := testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "owner-bucket", Key: "docs/intruder.md", Size: 10,
+		ETag: "0123456789abcdef0123456789abcdef", Sequencer: "01"})
+	fixtures := map[intake.Check]fixture{
+		intake.OwnThread:   chat(nil),
+		intake.OwnRun:      chat(nil),
+		intake.OwnRequest:  chat(nil),
+		intake.OwnAPIKey:   chat(nil),
+		intake.ReadAgent:   chat(carol),
+		intake.ManageAgent: chat(carol),
+		intake.ReadKB:      knowledge(kbReader),
+		intake.ManageKB:    knowledge(kbReader),
+		intake.NotifyToken: {status: []int{401}, codeOK: func(code string) bool { return code == "invalid_notify_token" },
+			callers: []caller{{"anonymous", bob.As(""), false}, {"a user's bearer token", bob, false}},
+			call: map[string][]func(c *testkit.Client) testkit.Response{"POST /api/knowledge/notifications": {
+				func(c *testkit.Client) testkit.Response {
+					if c.Token == "" {
+						return c.Notify(notifyBody)
+					}
+					return c.Notify(notifyBody, "Authorization", "Bearer "+c.Token)
+				},
+				func(c *testkit.Client) testkit.Response {
+					return c.Notify(notifyBody, "Authorization", "Bearer "+strings.Repeat("x", len(testkit.NotifyToken)))
+				},
+			}}},
+		intake.AgentsInBody: {status: []int{403, 404}, codeOK: refusalCode, callers: attackers,
+			call: map[string][]func(c *testkit.Client) testkit.Response{
+				"POST /api/chat/thread": {func(c *testkit.Client) testkit.Response {
+					return c.Do("POST", "/api/chat/thread", map[string]any{"agent_id": agentID, "title": "pwned"})
+				}},
+				"POST /api/agent/runs": {
+					func(c *testkit.Client) testkit.Response { // A's thread
+						return c.Do("POST", "/api/agent/runs", map[string]any{"query": "pwned", "agent_slug": agentID, "thread_id": threadID})
+					},
+					func(c *testkit.Client) testkit.Response { // A's agent on B's own thread
+						return c.Do("POST", "/api/agent/runs", map[string]any{"query": "pwned", "agent_slug": agentID, "thread_id": bobThread})
+					},
+					func(c *testkit.Client) testkit.Response { // a resume of A's run
+						return c.Do("POST", "/api/agent/runs", map[string]any{"agent_slug": agentID, "thread_id": threadID,
+							"resume": map[string]any{"answer": "pwned"}, "created_by_run_id": runID})
+					},
+					func(c *testkit.Client) testkit.Response { // a resume of A's run on B's own thread
+						return c.Do("POST", "/api/agent/runs", map[string]any{"agent_slug": "default-chatbot", "thread_id": bobThread,
+							"resume": map[string]any{"answer": "pwned"}, "created_by_run_id": runID})
+					},
+				},
+			}},
+	}
+
+	// What A sees and what the database and object store hold of A's
+	// resources, before and after B's attempts.
+	ownerView := func() string {
+		var b strings.Builder
+		for _, g := range []struct {
+			c    *testkit.Client
+			path string
+		}{
+			{alice, "/api/chat/thread/" + threadID + "/history"}, {alice, "/api/agent/runs/" + runID + "/result"},
+			{alice, "/api/agent/requests/" + requestID}, {alice, "/api/user/apikey/" + keyID}, {alice, "/api/agent/" + agentID},
+			{alice, "/api/chat/threads"}, {kbOwner, "/api/knowledge/databases/" + kbID}, {kbOwner, "/api/knowledge/databases/" + kbID + "/documents"},
+			{kbOwner, "/api/knowledge/databases/" + kbID + "/documents/" + docID + "/content"},
+			{kbOwner, "/api/knowledge/databases/" + kbID + "/documents/" + docID + "/download"},
+			{kbOwner, "/api/knowledge/databases/" + kbID + "/images/" + image}, {kbOwner, "/api/knowledge/databases/" + kbID + "/sources"},
+			{kbOwner, "/api/knowledge/databases/" + kbID + "/query-params"},
+		} {
+			r := g.c.Do("GET", g.path, nil)
+			sum := sha256.Sum256(r.Body)
+			fmt.Fprintf(&b, "%s %d %s\n", g.path, r.Status, hex.EncodeToString(sum[:8]))
+			if r.Status != http.StatusOK {
+				t.Errorf("the owner cannot read %s: %d %s", g.path, r.Status, r.Body)
+			}
+		}
+		return b.String()
+	}
+	stored := func() string {
+		var rows string
+		err := pool.QueryRow(ctx, `SELECT json_build_object(
+			'thread', (SELECT row_to_json(c) FROM conversations c WHERE thread_id = $1),
+			'messages', (SELECT json_agg(m ORDER BY m.id) FROM messages m JOIN conversations c ON c.id = m.conversation_id WHERE c.thread_id = $1),
+			'run', (SELECT row_to_json(r) FROM agent_runs r WHERE id = $2),
+			'request', (SELECT row_to_json(q) FROM agent_run_requests q WHERE request_id = $3),
+			'key', (SELECT row_to_json(k) FROM api_keys k WHERE id = $4::bigint),
+			'agent', (SELECT row_to_json(a) FROM agents a WHERE slug = $5),
+			'default', (SELECT slug FROM agents WHERE is_default),
+			'kb', (SELECT row_to_json(k) FROM knowledge_bases k WHERE kb_id = $6),
+			'files', (SELECT json_agg(f ORDER BY f.file_id) FROM knowledge_files f WHERE kb_id = $6),
+			'chunks', (SELECT json_agg(c.chunk_id ORDER BY c.chunk_id) FROM knowledge_chunks c JOIN knowledge_files f USING (file_id) WHERE f.kb_id = $6),
+			'images', (SELECT json_agg(i ORDER BY i.object_key) FROM knowledge_images i WHERE kb_id = $6),
+			'sources', (SELECT json_agg(s ORDER BY s.id) FROM knowledge_sources s WHERE kb_id = $6),
+			'counts', (SELECT json_build_object('conversations', (SELECT count(*) FROM conversations), 'messages', (SELECT count(*) FROM messages),
+				'runs', (SELECT count(*) FROM agent_runs), 'requests', (SELECT count(*) FROM agent_run_requests), 'agents', (SELECT count(*) FROM agents),
+				'api_keys', (SELECT count(*) FROM api_keys), 'kbs', (SELECT count(*) FROM knowledge_bases), 'files', (SELECT count(*) FROM knowledge_files),
+				'sources', (SELECT count(*) FROM knowledge_sources), 'outbox', (SELECT count(*) FROM outbox))))::text`,
+			threadID, runID, requestID, keyID, agentID, kbID).Scan(&rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var objs []string
+		_ = filepath.WalkDir(p.BlobDir, func(path string, d fs.DirEntry, err error) error {
+			if err == nil && !d.IsDir() {
+				if info, err := os.Stat(path); err == nil {
+					objs = append(objs, fmt.Sprintf("%s %d %d", strings.TrimPrefix(path, p.BlobDir), info.Size(), info.ModTime().UnixNano()))
+				}
+			}
+			return nil
+		})
+		sort.Strings(objs)
+		return rows + "\n" + strings.Join(objs, "\n")
+	}
+	viewBefore, storedBefore := ownerView(), stored()
+
+	routes := intake.New(intake.Deps{KBs: &kb.Store{}}).Routes()
+	walked := map[intake.Check]int{} // the key "(lists: no check)" counts the read routes without a check
+	calls := 0
+	refused := func(f fixture, who, what string, r testkit.Response) {
+		t.Helper()
+		calls++
+		if !slices.Contains(f.status, r.Status) || !f.codeOK(r.Code()) {
+			t.Errorf("HOLE? %s: %s: %d %s, want %v with an error code", who, what, r.Status, r.Body, f.status)
+		}
+	}
+	for _, rt := range routes {
+		ps := params(rt.Path)
+		// The table's Check column must be truthful where a test can tell.
+		if rt.Check == intake.NoCheck {
+			for _, name := range ps {
+				if _, ok := unscopedParams[name]; !ok {
+					t.Errorf("route %s takes {%s} but declares no resource check", rt.Pattern(), name)
+				}
+			}
+			// Lists and other reads without a check answer B with nothing of A's.
+			if rt.Method == "GET" && rt.Access != intake.Public {
+				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot})
+				walked["(lists: no check)"]++
+				for _, b := range attackers {
+					if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
+						continue
+					}
+					r := b.c.Do("GET", path, nil)
+					calls++
+					if r.Status != http.StatusOK {
+						t.Errorf("%s: GET %s: %d %s", b.name, path, r.Status, r.Body)
+					}
+					for _, secret := range secrets {
+						if strings.Contains(string(r.Body), secret) {
+							t.Errorf("HOLE: %s: GET %s answers with A's %q: %s", b.name, path, secret, r.Body)
+						}
+					}
+				}
+			}
+			continue
+		}
+		if want, ok := checkParam[rt.Check]; ok && !slices.Contains(ps, want) && !(rt.Check == intake.ManageKB && rt.Path == "/api/knowledge/files/upload") {
+			t.Errorf("route %s declares %s but has no {%s}", rt.Pattern(), rt.Check, want)
+		}
+		if (rt.Check == intake.ReadAgent || rt.Check == intake.ReadKB) && rt.Method != "GET" {
+			if _, ok := readOnlyWrites[rt.Pattern()]; !ok {
+				t.Errorf("route %s changes state with only a read check (%s)", rt.Pattern(), rt.Check)
+			}
+		}
+		f, ok := fixtures[rt.Check]
+		if !ok {
+			t.Errorf("route %s: no fixture for check %q; add one to the two-account suite", rt.Pattern(), rt.Check)
+			continue
+		}
+		walked[rt.Check]++
+		reqs := f.call[rt.Pattern()]
+		if len(reqs) == 0 {
+			if rt.Check == intake.NotifyToken || rt.Check == intake.AgentsInBody {
+				t.Errorf("route %s: check %s needs a request of its own in the fixture", rt.Pattern(), rt.Check)
+				continue
+			}
+			path, missing := fill(rt.Path, f.ids)
+			if len(missing) > 0 {
+				t.Errorf("route %s: the %s fixture has no id for %v", rt.Pattern(), rt.Check, missing)
+				continue
+			}
+			reqs = []func(c *testkit.Client) testkit.Response{func(c *testkit.Client) testkit.Response { return c.Do(rt.Method, path, hostile) }}
+			// B's own KB with A's document, folder, source or image: the
+			// sub-resource must be checked against the KB in the path.
+			if (rt.Check == intake.ReadKB || rt.Check == intake.ManageKB) && len(ps) > 1 {
+				mixed, _ := fill(rt.Path, map[string]string{"kb_id": rivalKB, "doc_id": docID, "file_id": docID, "folder_id": folderID,
+					"source_id": sourceID, "object_path": image})
+				mf := f
+				if slices.Contains(ps, "object_path") {
+					// An object key outside the KB in the path is refused as
+					// malformed before any lookup: the answer is the same
+					// whether A's image exists or not.
+					mf.status = []int{400, 404}
+					mf.codeOK = func(code string) bool { return code == "invalid_image_path" || refusalCode(code) }
+				}
+				refused(mf, "admin of A's department with its own KB", rt.Method+" "+mixed, rival.Do(rt.Method, mixed, hostile))
+			}
+		}
+		for _, b := range f.callers {
+			if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
+				continue // refused by role; route_table_test proves it
+			}
+			for i, call := range reqs {
+				refused(f, b.name, fmt.Sprintf("%s #%d", rt.Pattern(), i), call(b.c))
+			}
+		}
+		// A reader is served every read route and refused every manage route.
+		if f.reader != nil && len(f.call[rt.Pattern()]) == 0 {
+			path, _ := fill(rt.Path, f.ids)
+			switch {
+			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB:
+				r := f.reader.Do(rt.Method, path, hostile)
+				calls++
+				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_manage_forbidden") {
+					t.Errorf("reader: %s %s: %d %s, want 403 *_manage_forbidden", rt.Method, path, r.Status, r.Body)
+				}
+			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB):
+				path += readerQuery[rt.Pattern()]
+				if r := f.reader.Do(rt.Method, path, nil); r.Status != http.StatusOK {
+					t.Errorf("reader: %s %s: %d %s, want 200 (the route declares only a read check)", rt.Method, path, r.Status, r.Body)
+				}
+			}
+		}
+	}
+	// B's own KB with A's ids in the body: each id is checked against the KB
+	// in the path (refused as not found there, or as an item not uploaded to it).
+	rivalBase := "/api/knowledge/databases/" + rivalKB
+	for _, call := range []struct {
+		method, path string
+		body         map[string]any
+	}{
+		{"POST", rivalBase + "/documents", map[string]any{"items": []string{pendingUpload}}},
+		{"POST", rivalBase + "/documents/add", map[string]any{"items": []string{pendingUpload}}},
+		{"POST", rivalBase + "/documents/parse", map[string]any{"file_ids": []string{docID}}},
+		{"POST", rivalBase + "/documents/index", map[string]any{"file_ids": []string{docID}}},
+		{"DELETE", rivalBase + "/documents/batch", map[string]any{"file_ids": []string{docID}}},
+		{"POST", rivalBase + "/folders", map[string]any{"folder_name": "pwned", "parent_id": folderID}},
+		{"PUT", rivalBase + "/documents/" + rivalFolder + "/move", map[string]any{"new_parent_id": folderID}},
+	} {
+		r := rival.Do(call.method, call.path, call.body)
+		calls++
+		if (r.Status != 404 || !refusalCode(r.Code())) && (r.Status != 422 || r.Code() != "invalid_items") {
+			t.Errorf("HOLE? admin with its own KB naming A's ids in the body: %s %s: %d %s", call.method, call.path, r.Status, r.Body)
+		}
+	}
+	// An API key for A, minted by B: only a superadmin mints keys for others.
+	for i, b := range attackers {
+		r := b.c.Do("POST", "/api/user/apikey", map[string]any{"request_id": fmt.Sprintf("for-alice-%d", i), "name": "pwned", "user_id": aliceUserID})
+		calls++
+		if r.Status != http.StatusForbidden || r.Code() != "api_key_forbidden" {
+			t.Errorf("HOLE? %s mints an API key for A: %d %s", b.name, r.Status, r.Body)
+		}
+	}
+
+	for check := range fixtures {
+		if walked[check] == 0 {
+			t.Errorf("fixture %q matches no route of the table", check)
+		}
+	}
+	kinds := make([]string, 0, len(walked))
+	for c, n := range walked {
+		kinds = append(kinds, fmt.Sprintf("%s=%d", c, n))
+	}
+	sort.Strings(kinds)
+	t.Logf("routes walked per check: %s; %d refused calls checked", strings.Join(kinds, " "), calls)
+
+	testkit.WaitKnowledgeSettled(t, pool, bucketSettle)
+	if after := stored(); after != storedBefore {
+		t.Errorf("B's refused calls changed A's stored resources:\nbefore: %s\nafter:  %s", storedBefore, after)
+	}
+	if after := ownerView(); after != viewBefore {
+		t.Errorf("A's view of its resources changed:\nbefore:\n%safter:\n%s", viewBefore, after)
+	}
+}

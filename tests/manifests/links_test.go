@@ -1,0 +1,86 @@
+package manifests
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// heavyPackages are packages a function should link only when its handler
+// uses them: large to link and to initialise, or opening engines at start.
+// A path also covers the packages under it.
+var heavyPackages = []struct{ name, path string }{
+	{"docparse", "/shared/docparse"}, // module-relative: the document parsers (PDF text layer, office formats, HTML)
+	{"pdf", "github.com/ledongthuc/pdf"},
+	{"html-to-markdown", "github.com/JohannesKaufmann/html-to-markdown"},
+	{"kb", "/shared/kb"}, // the knowledge-base store, retriever and sweep (vector store, keyword index, embedders)
+	{"minio", "github.com/minio/minio-go"},
+	{"milvus", "github.com/milvus-io"},
+	{"neo4j", "github.com/neo4j"},
+}
+
+// functionLinks is what each function binary may link of heavyPackages —
+// exactly: a package gained or lost changes this table in the same commit.
+// Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
+// the dispatcher's file sweep purges vectors and objects of deleted knowledge
+// bases, and tool-invoke runs the knowledge tools, so both open the knowledge
+// engines; agent-step only offers the tools' specs to the model.
+var functionLinks = map[string][]string{
+	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
+	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
+	"kb-index":    {"kb", "minio"},
+	"dispatcher":  {"kb", "minio"},
+	"tool-invoke": {"kb", "minio"},
+	"agent-step":  {},
+}
+
+func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
+	root := repoRoot(t)
+	mod := modulePath(t, root)
+	cmd := exec.Command("go", "list", "-f", `{{if eq .Name "main"}}{{.ImportPath}} {{join .Deps " "}}{{end}}`, "./functions/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		fn := strings.TrimPrefix(fields[0], mod+"/functions/")
+		seen[fn] = true
+		want, ok := functionLinks[fn]
+		if !ok {
+			t.Errorf("functions/%s is not in functionLinks: say which heavy packages it may link", fn)
+			continue
+		}
+		var got []string
+		for _, h := range heavyPackages {
+			p := h.path
+			if strings.HasPrefix(p, "/") {
+				p = mod + p
+			}
+			if slices.ContainsFunc(fields[1:], func(dep string) bool { return dep == p || strings.HasPrefix(dep, p+"/") }) {
+				got = append(got, h.name)
+			}
+		}
+		for _, g := range got {
+			if !slices.Contains(want, g) {
+				t.Errorf("functions/%s links %s (go list -deps ./functions/%s), which its handler does not use: compose its main from the openers it needs", fn, g, fn)
+			}
+		}
+		for _, w := range want {
+			if !slices.Contains(got, w) {
+				t.Errorf("functions/%s no longer links %s: remove it from functionLinks", fn, w)
+			}
+		}
+	}
+	for fn := range functionLinks {
+		if !seen[fn] {
+			t.Errorf("functionLinks names %s, which is not a function main", fn)
+		}
+	}
+}
