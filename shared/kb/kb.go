@@ -11,7 +11,7 @@
 // of a KB (every key) and its image URL are defined once, in keys.go.
 //
 // Imported by: functions/intake (routes), functions/doc-parse,
-// functions/kb-index, shared/kbtool, shared/bootstrap, tests/bench.
+// functions/kb-index, shared/kbtool, shared/bootstrap/knowledge, tests.
 // May import: events, shared/access, shared/blob, shared/blob/notify,
 // shared/failure, shared/outbox, shared/postgres, shared/chunk,
 // shared/keyword, shared/vector, shared/embed, pgx.

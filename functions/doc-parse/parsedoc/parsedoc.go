@@ -11,7 +11,8 @@
 // acknowledged; passing faults are retried, a bounded number of times.
 //
 // Imported by: functions/doc-parse (main), infra/local, tests.
-// May import: events, shared/*, pgx, the CloudEvents SDK.
+// May import: events, shared/*, the CloudEvents SDK (not pgx: kb.Store and
+// kb.Library own the transactions).
 package parsedoc
 
 import (

@@ -11,7 +11,7 @@
 // a search never sees a half-replaced file.
 //
 // Imported by: functions/kb-index (main), infra/local, tests.
-// May import: events, shared/*, pgx.
+// May import: events, shared/* (not pgx: kb.Store owns the transactions).
 package indexdoc
 
 import (
