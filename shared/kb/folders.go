@@ -56,8 +56,9 @@ func lockFile(ctx context.Context, tx pgx.Tx, kbID, fileID string) (File, error)
 }
 
 // MoveFileTx moves a file or folder of kbID under newParentID (nil: the
-// root), in tx. The target must be a folder of the same KB; a folder cannot move into
-// itself or below itself, nor next to a folder of the same name.
+// root), in tx. The target must be a folder of the same KB; a folder
+// cannot move into itself or below itself, nor next to a folder of the same
+// name.
 func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, kbID, fileID string, newParentID *string) (File, error) {
 	if err := lockTree(ctx, tx, kbID); err != nil {
 		return File{}, err
@@ -166,8 +167,8 @@ func (s *Store) FileExists(ctx context.Context, kbID, name string) (bool, error)
 	return exists, err
 }
 
-// PendingFileIDs lists kbID's files (not folders) in one of statuses.
-func (s *Store) PendingFileIDs(ctx context.Context, kbID string, statuses []string) ([]string, error) {
+// pendingFileIDs lists kbID's files (not folders) in one of statuses.
+func (s *Store) pendingFileIDs(ctx context.Context, kbID string, statuses []string) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND NOT is_folder AND status = ANY($2)
 		ORDER BY created_at, file_id`, kbID, statuses)
 	if err != nil {
@@ -186,7 +187,7 @@ const restageBatch = 500
 // sent.
 func (s *Store) restagePending(ctx context.Context, tx func(func(pgx.Tx, outbox.Emit) error) error,
 	kbID string, statuses []string, to string, chunking json.RawMessage) (int, error) {
-	ids, err := s.PendingFileIDs(ctx, kbID, statuses)
+	ids, err := s.pendingFileIDs(ctx, kbID, statuses)
 	if err != nil {
 		return 0, err
 	}
@@ -219,10 +220,10 @@ func (s *Store) restagePending(ctx context.Context, tx func(func(pgx.Tx, outbox.
 }
 
 // ReplaceMarkdownTx points a parsed file of kbID at new Markdown (key), in
-// tx, if the file is still at revision (its updated_at when the editor read it). Only a
-// parsed file can be edited: nothing is derived from its Markdown yet, and
-// indexing it afterwards uses the edit. It returns the file and the key it
-// pointed at before.
+// tx, if the file is still at revision (its updated_at when the editor read
+// it). Only a parsed file can be edited: nothing is derived from its
+// Markdown yet, and indexing it afterwards uses the edit. It returns the file
+// and the key it pointed at before.
 func (s *Store) ReplaceMarkdownTx(ctx context.Context, tx pgx.Tx, kbID, fileID, key string, revision time.Time) (File, *string, error) {
 	f, err := lockFile(ctx, tx, kbID, fileID)
 	if err != nil {
