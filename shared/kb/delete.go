@@ -16,11 +16,12 @@ type Removed struct {
 	ObjectKeys []string // originals, Markdown and images to delete from the object store
 }
 
-// DeleteFiles deletes files (and, recursively, folders) of kbID in tx: their
+// DeleteFilesTx deletes files (and, recursively, folders) of kbID in tx: their
 // chunks leave the keyword index in the same transaction and their vectors are
 // owed to the vector store (knowledge_vector_deletes). The caller deletes the
-// returned objects and vectors after commit.
-func DeleteFiles(ctx context.Context, tx pgx.Tx, kw KeywordWriter, kbID string, fileIDs []string) (Removed, error) {
+// returned objects and vectors after commit (Library.RemoveFiles is the use
+// case in its own transaction).
+func (s *Store) DeleteFilesTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, kbID string, fileIDs []string) (Removed, error) {
 	var out Removed
 	if len(fileIDs) == 0 {
 		return out, nil
@@ -114,13 +115,11 @@ type VectorDeleter interface {
 // that RecordVectorWrites, cancelling the deletion of an id about to be
 // written again, waits for it rather than losing the new vector. Safe to run
 // concurrently and repeatedly; the sweep runs it for deletions a crash left
-// behind.
-func FlushVectorDeletes(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, vs VectorDeleter, kbID string) (int, error) {
+// behind. Each batch is its own transaction.
+func (s *Store) FlushVectorDeletes(ctx context.Context, vs VectorDeleter, kbID string) (int, error) {
 	n := 0
 	for {
-		done, err := flushVectorBatch(ctx, db, vs, kbID)
+		done, err := s.flushVectorBatch(ctx, vs, kbID)
 		n += done
 		if err != nil || done < flushBatch {
 			return n, err
@@ -130,11 +129,9 @@ func FlushVectorDeletes(ctx context.Context, db interface {
 
 const flushBatch = 5000
 
-func flushVectorBatch(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, vs VectorDeleter, kbID string) (int, error) {
+func (s *Store) flushVectorBatch(ctx context.Context, vs VectorDeleter, kbID string) (int, error) {
 	n := 0
-	err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, `SELECT d.kb_id, d.chunk_id, EXISTS (SELECT 1 FROM knowledge_bases b WHERE b.kb_id = d.kb_id)
 			FROM knowledge_vector_deletes d WHERE $1 = '' OR d.kb_id = $1 LIMIT $2 FOR UPDATE OF d SKIP LOCKED`, kbID, flushBatch)
 		if err != nil {

@@ -89,8 +89,8 @@ func queryFiles(ctx context.Context, db postgres.DB, sql string, args ...any) ([
 }
 
 // LoadFile reads a file by id, without an access check.
-func LoadFile(ctx context.Context, db postgres.DB, fileID string) (File, error) {
-	f, err := scanFile(db.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1`, fileID))
+func (s *Store) LoadFile(ctx context.Context, fileID string) (File, error) {
+	f, err := scanFile(s.pool.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1`, fileID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return File{}, ErrFileNotFound
 	}
@@ -99,11 +99,11 @@ func LoadFile(ctx context.Context, db postgres.DB, fileID string) (File, error) 
 
 // GetFile returns a file of a KB sub may read.
 func (s *Store) GetFile(ctx context.Context, sub access.Subject, kbID, fileID string) (KB, File, error) {
-	k, err := s.Get(ctx, s.pool, sub, kbID)
+	k, err := s.Get(ctx, sub, kbID)
 	if err != nil {
 		return KB{}, File{}, err
 	}
-	f, err := LoadFile(ctx, s.pool, fileID)
+	f, err := s.LoadFile(ctx, fileID)
 	if err != nil || f.KBID != kbID {
 		return KB{}, File{}, ErrFileNotFound
 	}
@@ -139,10 +139,11 @@ type NewFile struct {
 	Processing  Processing
 }
 
-// AddFiles registers stored objects as files of kbID (status uploaded) and
+// AddFilesTx registers stored objects as files of kbID (status uploaded) and
 // emits document.uploaded for each, in tx. The same content twice in one KB
-// is a conflict (409 duplicate_content), as in the original.
-func AddFiles(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, files []NewFile) ([]File, error) {
+// is a conflict (409 duplicate_content), as in the original. Library.Register
+// is the use case in its own transaction.
+func (s *Store) AddFilesTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, files []NewFile) ([]File, error) {
 	out := make([]File, 0, len(files))
 	for _, nf := range files {
 		name := path.Base(strings.ReplaceAll(nf.Filename, "\\", "/"))
@@ -199,33 +200,33 @@ var (
 
 // ClaimParse moves an uploaded file (or one whose parsing worker died: its
 // stage is older than lease) to parsing. It returns the claimed file, whose
-// StageAttempts and StageStartedAt fence the stage's completion: FinishParse,
+// StageAttempts and StageStartedAt fence the stage's completion: FinishParseTx,
 // FailStage and ReleaseStage act only while the file is still in the stage
 // that claim started.
 //
 // StageAttempts counts the attempts of the current stage (the retry budget
 // of the functions and the sweep): claims and reclaims increment it,
-// ReleaseStage keeps it, and a stage's completion (FinishParse,
-// CommitIndex) or a Restage starts the next stage's count from zero.
+// ReleaseStage keeps it, and a stage's completion (FinishParseTx,
+// CommitIndexTx) or a RestageTx starts the next stage's count from zero.
 // Because the count restarts, it alone cannot tell one stage's attempt 1
 // from a later stage's attempt 1; StageStartedAt (set by every claim) can.
-func ClaimParse(ctx context.Context, db postgres.DB, fileID string, lease time.Duration) (File, error) {
-	return claim(ctx, db, fileID, StatusParsing, []string{StatusUploaded}, lease)
+func (s *Store) ClaimParse(ctx context.Context, fileID string, lease time.Duration) (File, error) {
+	return s.claim(ctx, fileID, StatusParsing, []string{StatusUploaded}, lease)
 }
 
 // ClaimIndex moves a parsed file (or one whose indexing worker died) to indexing.
-func ClaimIndex(ctx context.Context, db postgres.DB, fileID string, lease time.Duration) (File, error) {
-	return claim(ctx, db, fileID, StatusIndexing, []string{StatusParsed}, lease)
+func (s *Store) ClaimIndex(ctx context.Context, fileID string, lease time.Duration) (File, error) {
+	return s.claim(ctx, fileID, StatusIndexing, []string{StatusParsed}, lease)
 }
 
-func claim(ctx context.Context, db postgres.DB, fileID, to string, from []string, lease time.Duration) (File, error) {
-	f, err := scanFile(db.QueryRow(ctx, `UPDATE knowledge_files SET status = $2, stage_started_at = clock_timestamp(),
+func (s *Store) claim(ctx context.Context, fileID, to string, from []string, lease time.Duration) (File, error) {
+	f, err := scanFile(s.pool.QueryRow(ctx, `UPDATE knowledge_files SET status = $2, stage_started_at = clock_timestamp(),
 		stage_attempts = stage_attempts + 1, error_message = NULL, updated_at = clock_timestamp()
 		WHERE file_id = $1 AND NOT is_folder
 		  AND (status = ANY($3) OR (status = $2 AND stage_started_at < clock_timestamp() - $4::interval))
 		RETURNING `+fileCols, fileID, to, from, lease.String()))
 	if errors.Is(err, pgx.ErrNoRows) {
-		cur, err := LoadFile(ctx, db, fileID)
+		cur, err := s.LoadFile(ctx, fileID)
 		if err != nil {
 			return File{}, err
 		}
@@ -241,12 +242,12 @@ func claim(ctx context.Context, db postgres.DB, fileID, to string, from []string
 // permanent failure: bad input, not a passing fault). f's stage fence (see
 // ClaimParse) keeps a stale worker from overwriting a newer attempt; false
 // means the stage was no longer f's.
-func FailStage(ctx context.Context, db postgres.DB, f File, message string) (bool, error) {
+func (s *Store) FailStage(ctx context.Context, f File, message string) (bool, error) {
 	to := StatusErrorParsing
 	if f.Status == StatusIndexing {
 		to = StatusErrorIndexing
 	}
-	tag, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, error_message = $4, stage_started_at = NULL, updated_at = clock_timestamp()
+	tag, err := s.pool.Exec(ctx, `UPDATE knowledge_files SET status = $3, error_message = $4, stage_started_at = NULL, updated_at = clock_timestamp()
 		WHERE file_id = $1 AND status = $2 AND stage_attempts = $5 AND stage_started_at = $6`,
 		f.FileID, f.Status, to, storableMessage(message, 2000), f.StageAttempts, f.StageStartedAt)
 	return tag.RowsAffected() == 1, err
@@ -269,12 +270,12 @@ func storableMessage(message string, max int) string {
 
 // ReleaseStage gives a claimed stage back after a passing fault so that a
 // retried delivery can claim it at once.
-func ReleaseStage(ctx context.Context, db postgres.DB, f File) error {
+func (s *Store) ReleaseStage(ctx context.Context, f File) error {
 	back := StatusUploaded
 	if f.Status == StatusIndexing {
 		back = StatusParsed
 	}
-	_, err := db.Exec(ctx, `UPDATE knowledge_files SET status = $3, stage_started_at = NULL, updated_at = clock_timestamp()
+	_, err := s.pool.Exec(ctx, `UPDATE knowledge_files SET status = $3, stage_started_at = NULL, updated_at = clock_timestamp()
 		WHERE file_id = $1 AND status = $2 AND stage_attempts = $4 AND stage_started_at = $5`,
 		f.FileID, f.Status, back, f.StageAttempts, f.StageStartedAt)
 	return err
@@ -283,9 +284,11 @@ func ReleaseStage(ctx context.Context, db postgres.DB, f File) error {
 // ErrStageLost: the stage was taken over by another attempt (or the file deleted).
 var ErrStageLost = errors.New("file stage lost to another attempt")
 
-// FinishParse records a parsed file: its Markdown and images, and — when the
-// file is to be indexed — the document.parsed event, in tx.
-func FinishParse(ctx context.Context, tx pgx.Tx, emit outbox.Emit, f File, markdownKey string, images []Image) error {
+// FinishParseTx records a parsed file: its Markdown and images, and — when
+// the file is to be indexed — the document.parsed event, in tx, as the
+// claimed parsing attempt f (ErrStageLost when the stage is no longer f's).
+// Library.FinishParse runs it in its own transaction.
+func (s *Store) FinishParseTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, f File, markdownKey string, images []Image) error {
 	tag, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = 'parsed', markdown_key = $3, error_message = NULL,
 		stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp()
 		WHERE file_id = $1 AND status = 'parsing' AND stage_attempts = $2 AND stage_started_at = $4`,
@@ -339,7 +342,7 @@ type ListInput struct {
 }
 
 // ListFiles lists a KB's files and folders (folders first, then by name).
-func ListFiles(ctx context.Context, db postgres.DB, kbID string, in ListInput) ([]File, int, error) {
+func (s *Store) ListFiles(ctx context.Context, kbID string, in ListInput) ([]File, int, error) {
 	if in.Limit <= 0 || in.Limit > 500 {
 		in.Limit = 100
 	}
@@ -353,20 +356,21 @@ func ListFiles(ctx context.Context, db postgres.DB, kbID string, in ListInput) (
 		args = append(args, in.ParentID)
 	}
 	var total int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, args...).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, args...).Scan(&total); err != nil {
 		return nil, 0, err
 	}
 	args = append(args, in.Limit, in.Offset)
 	n := len(args)
-	files, err := queryFiles(ctx, db, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+
+	files, err := queryFiles(ctx, s.pool, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+
 		fmt.Sprintf(` ORDER BY is_folder DESC, filename, id LIMIT $%d OFFSET $%d`, n-1, n), args...)
 	return files, total, err
 }
 
-// Restage sends settled files of kbID back to a stage: to uploaded (parse
-// again) or to parsed (index again, optionally with new chunking). Files in
-// the middle of a stage are left alone (reported "busy").
-func Restage(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, fileIDs []string, to string, chunking json.RawMessage) ([]map[string]any, error) {
+// RestageTx sends settled files of kbID back to a stage, in tx: to uploaded
+// (parse again) or to parsed (index again, optionally with new chunking).
+// Files in the middle of a stage are left alone (reported "busy").
+// Library.Restage is the use case in its own transaction.
+func (s *Store) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, fileIDs []string, to string, chunking json.RawMessage) ([]map[string]any, error) {
 	var out []map[string]any
 	for _, id := range fileIDs {
 		f, err := scanFile(tx.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1 AND kb_id = $2 FOR UPDATE`, id, kbID))
@@ -411,8 +415,8 @@ func Restage(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, file
 	return out, nil
 }
 
-// CreateFolder makes a folder in kbID (under parentID, nil for the root).
-func CreateFolder(ctx context.Context, tx pgx.Tx, kbID, name string, parentID *string, by string) (File, error) {
+// CreateFolderTx makes a folder in kbID (under parentID, nil for the root), in tx.
+func (s *Store) CreateFolderTx(ctx context.Context, tx pgx.Tx, kbID, name string, parentID *string, by string) (File, error) {
 	name, err := validFolderName(name)
 	if err != nil {
 		return File{}, err
@@ -451,8 +455,8 @@ type ChunkView struct {
 }
 
 // FileChunks lists a file's chunks in order.
-func FileChunks(ctx context.Context, db postgres.DB, fileID string) ([]ChunkView, error) {
-	rows, err := db.Query(ctx, `SELECT chunk_id, chunk_index, content, token_count, start_char_pos, end_char_pos
+func (s *Store) FileChunks(ctx context.Context, fileID string) ([]ChunkView, error) {
+	rows, err := s.pool.Query(ctx, `SELECT chunk_id, chunk_index, content, token_count, start_char_pos, end_char_pos
 		FROM knowledge_chunks WHERE file_id = $1 ORDER BY chunk_index, chunk_id`, fileID)
 	if err != nil {
 		return nil, err
@@ -470,16 +474,16 @@ func FileChunks(ctx context.Context, db postgres.DB, fileID string) ([]ChunkView
 }
 
 // SearchFiles finds files (not folders) by name across kbIDs.
-func SearchFiles(ctx context.Context, db postgres.DB, kbIDs []string, query string, offset, limit int) ([]File, int, error) {
+func (s *Store) SearchFiles(ctx context.Context, kbIDs []string, query string, offset, limit int) ([]File, int, error) {
 	if len(kbIDs) == 0 {
 		return []File{}, 0, nil
 	}
 	where := `kb_id = ANY($1) AND NOT is_folder AND ($2 = '' OR filename ILIKE '%' || $2 || '%' OR original_filename ILIKE '%' || $2 || '%')`
 	var total int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, kbIDs, strings.ToLower(query)).Scan(&total); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_files WHERE `+where, kbIDs, strings.ToLower(query)).Scan(&total); err != nil {
 		return nil, 0, err
 	}
-	files, err := queryFiles(ctx, db, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+` ORDER BY kb_id, filename, id LIMIT $3 OFFSET $4`,
+	files, err := queryFiles(ctx, s.pool, `SELECT `+fileCols+` FROM knowledge_files WHERE `+where+` ORDER BY kb_id, filename, id LIMIT $3 OFFSET $4`,
 		kbIDs, strings.ToLower(query), limit, offset)
 	return files, total, err
 }

@@ -31,12 +31,12 @@ func testFileLifecycle(t *testing.T, e *env) {
 		t.Fatalf("events after add = %v", got)
 	}
 
-	p, err := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+	p, err := e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 	if err != nil || p.Status != kb.StatusParsing || p.StageAttempts != 1 || p.StageStartedAt == nil {
 		t.Fatalf("ClaimParse = %+v, %v", p, err)
 	}
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		return kb.FinishParse(e.ctx, tx, emit, p, "parsed/x.md", []kb.Image{{ObjectKey: k.KBID + "/img/1.png", ContentType: "image/png", Size: 3}})
+		return e.store.FinishParseTx(e.ctx, tx, emit, p, "parsed/x.md", []kb.Image{{ObjectKey: k.KBID + "/img/1.png", ContentType: "image/png", Size: 3}})
 	})
 	parsed := e.load(t, f.FileID)
 	if parsed.Status != kb.StatusParsed || parsed.MarkdownKey == nil || *parsed.MarkdownKey != "parsed/x.md" || parsed.StageStartedAt != nil {
@@ -46,12 +46,12 @@ func testFileLifecycle(t *testing.T, e *env) {
 		t.Fatalf("events after parse = %v", got)
 	}
 
-	ix, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	ix, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 	if err != nil || ix.Status != kb.StatusIndexing || ix.StageAttempts != 1 {
 		t.Fatalf("ClaimIndex = %+v, %v (the index stage's first attempt)", ix, err)
 	}
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.CommitIndex(e.ctx, tx, e.kw, ix, chunksOf(f.FileID, "one two", "three four five"))
+		_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, ix, chunksOf(f.FileID, "one two", "three four five"))
 		return err
 	})
 	done := e.load(t, f.FileID)
@@ -59,10 +59,10 @@ func testFileLifecycle(t *testing.T, e *env) {
 		t.Fatalf("after CommitIndex: %+v", done)
 	}
 	// Redelivered events of both stages find nothing to do.
-	if _, err := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute); !errors.Is(err, kb.ErrNotReady) {
+	if _, err := e.store.ClaimParse(e.ctx, f.FileID, time.Minute); !errors.Is(err, kb.ErrNotReady) {
 		t.Fatalf("redelivered upload: %v", err)
 	}
-	if _, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute); !errors.Is(err, kb.ErrNotReady) {
+	if _, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute); !errors.Is(err, kb.ErrNotReady) {
 		t.Fatalf("redelivered parsed: %v", err)
 	}
 	if got := e.load(t, f.FileID); got.Status != kb.StatusIndexed || !got.UpdatedAt.Equal(done.UpdatedAt) {
@@ -79,7 +79,7 @@ func testFinishParseWithoutAutoIndexEmitsNothing(t *testing.T, e *env) {
 	k := e.createKB(t, kb.CreateInput{})
 	var f kb.File
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		fs, err := kb.AddFiles(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "a.md", ObjectKey: "k/a.md", Processing: kb.Processing{AutoIndex: false}}})
+		fs, err := e.store.AddFilesTx(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "a.md", ObjectKey: "k/a.md", Processing: kb.Processing{AutoIndex: false}}})
 		if err == nil {
 			f = fs[0]
 		}
@@ -119,11 +119,11 @@ func testClaimFromEachStatus(t *testing.T, e *env) {
 			e.exec(t, `UPDATE knowledge_files SET status = $2, stage_started_at = $3, markdown_key = 'md' WHERE file_id = $1`,
 				f.FileID, status, started)
 			before := e.load(t, f.FileID)
-			claim, wantErr, to := kb.ClaimParse, w.parse, kb.StatusParsing
+			claim, wantErr, to := e.store.ClaimParse, w.parse, kb.StatusParsing
 			if stage == "index" {
-				claim, wantErr, to = kb.ClaimIndex, w.index, kb.StatusIndexing
+				claim, wantErr, to = e.store.ClaimIndex, w.index, kb.StatusIndexing
 			}
-			got, err := claim(e.ctx, e.pool, f.FileID, time.Minute)
+			got, err := claim(e.ctx, f.FileID, time.Minute)
 			if wantErr == nil {
 				if err != nil || got.Status != to || got.StageAttempts != before.StageAttempts+1 {
 					t.Errorf("%s from %s = %s/%d, %v; want %s", stage, status, got.Status, got.StageAttempts, err, to)
@@ -143,16 +143,16 @@ func testClaimFromEachStatus(t *testing.T, e *env) {
 	var folder kb.File
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
 		var err error
-		folder, err = kb.CreateFolder(e.ctx, tx, k.KBID, "docs", nil, owner.UID)
+		folder, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "docs", nil, owner.UID)
 		return err
 	})
 	for _, claim := range []func() error{
-		func() error { _, err := kb.ClaimParse(e.ctx, e.pool, folder.FileID, time.Minute); return err },
-		func() error { _, err := kb.ClaimIndex(e.ctx, e.pool, folder.FileID, time.Minute); return err },
+		func() error { _, err := e.store.ClaimParse(e.ctx, folder.FileID, time.Minute); return err },
+		func() error { _, err := e.store.ClaimIndex(e.ctx, folder.FileID, time.Minute); return err },
 	} {
 		wantErr(t, claim(), kb.ErrNotReady)
 	}
-	_, err := kb.ClaimParse(e.ctx, e.pool, "file_missing", time.Minute)
+	_, err := e.store.ClaimParse(e.ctx, "file_missing", time.Minute)
 	wantErr(t, err, kb.ErrFileNotFound)
 }
 
@@ -163,10 +163,10 @@ func testConcurrentClaimsOneWinner(t *testing.T, e *env) {
 	const racers = 6
 	for round := range 5 {
 		f := e.addFile(t, k.KBID, "race"+string(rune('a'+round))+".md")
-		claim := kb.ClaimParse
+		claim := e.store.ClaimParse
 		if round%2 == 1 { // odd rounds race for the index stage
 			e.parse(t, f.FileID)
-			claim = kb.ClaimIndex
+			claim = e.store.ClaimIndex
 		}
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -175,7 +175,7 @@ func testConcurrentClaimsOneWinner(t *testing.T, e *env) {
 		for i := range racers {
 			wg.Go(func() {
 				<-start
-				got[i], errs[i] = claim(e.ctx, e.pool, f.FileID, time.Minute)
+				got[i], errs[i] = claim(e.ctx, f.FileID, time.Minute)
 			})
 		}
 		close(start)
@@ -208,32 +208,32 @@ func testExpiredLeaseIsReclaimedAndStaleOwnerFenced(t *testing.T, e *env) {
 
 	t.Run("parse", func(t *testing.T) {
 		f := e.addFile(t, k.KBID, "lease-parse.md")
-		stale, err := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+		stale, err := e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+		_, err = e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 		wantErr(t, err, kb.ErrBusy) // lease still running
 		e.expireStage(t, f.FileID)
-		fresh, err := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+		fresh, err := e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 		if err != nil || fresh.StageAttempts != stale.StageAttempts+1 {
 			t.Fatalf("reclaim = %+v, %v", fresh, err)
 		}
 		err = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-			return kb.FinishParse(e.ctx, tx, emit, stale, "parsed/stale.md", nil)
+			return e.store.FinishParseTx(e.ctx, tx, emit, stale, "parsed/stale.md", nil)
 		})
 		wantErr(t, err, kb.ErrStageLost)
-		if ok, err := kb.FailStage(e.ctx, e.pool, stale, "stale failure"); ok || err != nil {
+		if ok, err := e.store.FailStage(e.ctx, stale, "stale failure"); ok || err != nil {
 			t.Fatalf("stale FailStage = %v, %v", ok, err)
 		}
-		if err := kb.ReleaseStage(e.ctx, e.pool, stale); err != nil {
+		if err := e.store.ReleaseStage(e.ctx, stale); err != nil {
 			t.Fatal(err)
 		}
 		if cur := e.load(t, f.FileID); cur.Status != kb.StatusParsing || cur.StageAttempts != fresh.StageAttempts || cur.ErrorMessage != nil {
 			t.Fatalf("stale owner changed the row: %+v", cur)
 		}
 		e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-			return kb.FinishParse(e.ctx, tx, emit, fresh, "parsed/fresh.md", nil)
+			return e.store.FinishParseTx(e.ctx, tx, emit, fresh, "parsed/fresh.md", nil)
 		})
 		if cur := e.load(t, f.FileID); cur.Status != kb.StatusParsed || *cur.MarkdownKey != "parsed/fresh.md" {
 			t.Fatalf("after fresh FinishParse: %+v", cur)
@@ -246,30 +246,30 @@ func testExpiredLeaseIsReclaimedAndStaleOwnerFenced(t *testing.T, e *env) {
 	t.Run("index", func(t *testing.T) {
 		f := e.addFile(t, k.KBID, "lease-index.md")
 		e.parse(t, f.FileID)
-		stale, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+		stale, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		e.expireStage(t, f.FileID)
-		fresh, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+		fresh, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := kb.CommitIndex(e.ctx, tx, e.kw, stale, chunksOf(f.FileID, "stale words"))
+			_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, stale, chunksOf(f.FileID, "stale words"))
 			return err
 		})
 		wantErr(t, err, kb.ErrStageLost)
 		e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := kb.CommitIndex(e.ctx, tx, e.kw, fresh, chunksOf(f.FileID, "fresh words"))
+			_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, fresh, chunksOf(f.FileID, "fresh words"))
 			return err
 		})
-		cs, err := kb.FileChunks(e.ctx, e.pool, f.FileID)
+		cs, err := e.store.FileChunks(e.ctx, f.FileID)
 		if err != nil || len(cs) != 1 || cs[0].Content != "fresh words" {
 			t.Fatalf("chunks = %+v, %v", cs, err)
 		}
 		// The stale owner cannot fail the finished stage either.
-		if ok, _ := kb.FailStage(e.ctx, e.pool, stale, "late"); ok {
+		if ok, _ := e.store.FailStage(e.ctx, stale, "late"); ok {
 			t.Fatal("stale FailStage succeeded on an indexed file")
 		}
 	})
@@ -280,7 +280,7 @@ func testExpiredLeaseIsReclaimedAndStaleOwnerFenced(t *testing.T, e *env) {
 		// happens to equal its own.
 		f := e.addFile(t, k.KBID, "zombie.md")
 		e.parse(t, f.FileID)
-		zombie, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+		zombie, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,11 +289,11 @@ func testExpiredLeaseIsReclaimedAndStaleOwnerFenced(t *testing.T, e *env) {
 		if r := e.restage(t, k.KBID, f.FileID, kb.StatusParsed); r["status"] != kb.StatusParsed {
 			t.Fatalf("restage = %v", r)
 		}
-		if _, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute); err != nil {
+		if _, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		err = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := kb.CommitIndex(e.ctx, tx, e.kw, zombie, chunksOf(f.FileID, "zombie"))
+			_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, zombie, chunksOf(f.FileID, "zombie"))
 			return err
 		})
 		wantErr(t, err, kb.ErrStageLost)
@@ -307,11 +307,11 @@ func testFailAndReleaseStage(t *testing.T, e *env) {
 	k := e.createKB(t, kb.CreateInput{})
 
 	f := e.addFile(t, k.KBID, "fail-parse.md")
-	p, _ := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+	p, _ := e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 	// A long message in a multi-byte script, with a NUL and an invalid
 	// byte from a quoted file, is stored cut on a character boundary.
 	long := "x" + strings.Repeat("解析失败", 250) + "\x00\xff"
-	if ok, err := kb.FailStage(e.ctx, e.pool, p, long); !ok || err != nil {
+	if ok, err := e.store.FailStage(e.ctx, p, long); !ok || err != nil {
 		t.Fatalf("FailStage = %v, %v", ok, err)
 	}
 	cur := e.load(t, f.FileID)
@@ -321,14 +321,14 @@ func testFailAndReleaseStage(t *testing.T, e *env) {
 	if msg := *cur.ErrorMessage; len(msg) > 2000 || len(msg) < 1990 || !utf8.ValidString(msg) || !strings.HasPrefix(long, msg) {
 		t.Fatalf("stored message: %d bytes, valid UTF-8 %v", len(msg), utf8.ValidString(msg))
 	}
-	if ok, _ := kb.FailStage(e.ctx, e.pool, p, "again"); ok {
+	if ok, _ := e.store.FailStage(e.ctx, p, "again"); ok {
 		t.Fatal("FailStage twice succeeded")
 	}
 
 	g := e.addFile(t, k.KBID, "fail-index.md")
 	e.parse(t, g.FileID)
-	ix, _ := kb.ClaimIndex(e.ctx, e.pool, g.FileID, time.Minute)
-	if ok, err := kb.FailStage(e.ctx, e.pool, ix, "dimension mismatch"); !ok || err != nil {
+	ix, _ := e.store.ClaimIndex(e.ctx, g.FileID, time.Minute)
+	if ok, err := e.store.FailStage(e.ctx, ix, "dimension mismatch"); !ok || err != nil {
 		t.Fatalf("FailStage = %v, %v", ok, err)
 	}
 	if cur := e.load(t, g.FileID); cur.Status != kb.StatusErrorIndexing || *cur.ErrorMessage != "dimension mismatch" {
@@ -336,26 +336,26 @@ func testFailAndReleaseStage(t *testing.T, e *env) {
 	}
 
 	h := e.addFile(t, k.KBID, "release.md")
-	p1, _ := kb.ClaimParse(e.ctx, e.pool, h.FileID, time.Minute)
-	if err := kb.ReleaseStage(e.ctx, e.pool, p1); err != nil {
+	p1, _ := e.store.ClaimParse(e.ctx, h.FileID, time.Minute)
+	if err := e.store.ReleaseStage(e.ctx, p1); err != nil {
 		t.Fatal(err)
 	}
 	if cur := e.load(t, h.FileID); cur.Status != kb.StatusUploaded || cur.StageStartedAt != nil {
 		t.Fatalf("after ReleaseStage (parse): %+v", cur)
 	}
-	p2, err := kb.ClaimParse(e.ctx, e.pool, h.FileID, time.Minute)
+	p2, err := e.store.ClaimParse(e.ctx, h.FileID, time.Minute)
 	if err != nil || p2.StageAttempts != 2 {
 		t.Fatalf("retry claim = %+v, %v; want attempt 2", p2, err)
 	}
-	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error { return kb.FinishParse(e.ctx, tx, emit, p2, "md", nil) })
-	i1, _ := kb.ClaimIndex(e.ctx, e.pool, h.FileID, time.Minute)
-	if err := kb.ReleaseStage(e.ctx, e.pool, i1); err != nil {
+	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error { return e.store.FinishParseTx(e.ctx, tx, emit, p2, "md", nil) })
+	i1, _ := e.store.ClaimIndex(e.ctx, h.FileID, time.Minute)
+	if err := e.store.ReleaseStage(e.ctx, i1); err != nil {
 		t.Fatal(err)
 	}
 	if cur := e.load(t, h.FileID); cur.Status != kb.StatusParsed {
 		t.Fatalf("after ReleaseStage (index): %+v", cur)
 	}
-	i2, err := kb.ClaimIndex(e.ctx, e.pool, h.FileID, time.Minute)
+	i2, err := e.store.ClaimIndex(e.ctx, h.FileID, time.Minute)
 	if err != nil || i2.StageAttempts != i1.StageAttempts+1 {
 		t.Fatalf("index retry = %+v, %v; want attempt %d", i2, err, i1.StageAttempts+1)
 	}
@@ -389,7 +389,7 @@ func testRestageFromEachStatus(t *testing.T, e *env) {
 			var res []map[string]any
 			e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
 				var err error
-				res, err = kb.Restage(e.ctx, tx, emit, k.KBID, []string{f.FileID}, to, []byte(`{"chunk_preset_id":"qa"}`))
+				res, err = e.store.RestageTx(e.ctx, tx, emit, k.KBID, []string{f.FileID}, to, []byte(`{"chunk_preset_id":"qa"}`))
 				return err
 			})
 			expect := w.toUploaded
@@ -420,7 +420,7 @@ func testRestageFromEachStatus(t *testing.T, e *env) {
 	var folder kb.File
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
 		var err error
-		folder, err = kb.CreateFolder(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
+		folder, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
 		return err
 	})
 	if r := e.restage(t, k.KBID, folder.FileID, kb.StatusUploaded); r["error"] != "folders are not processed" {
@@ -429,7 +429,7 @@ func testRestageFromEachStatus(t *testing.T, e *env) {
 	other := e.createKB(t, kb.CreateInput{})
 	g := e.addFile(t, other.KBID, "elsewhere.md")
 	err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		_, err := kb.Restage(e.ctx, tx, emit, k.KBID, []string{g.FileID}, kb.StatusUploaded, nil)
+		_, err := e.store.RestageTx(e.ctx, tx, emit, k.KBID, []string{g.FileID}, kb.StatusUploaded, nil)
 		return err
 	})
 	wantCode(t, err, failure.KindNotFound, "file_not_found")
@@ -443,7 +443,7 @@ func testRestageStartsAFreshRetryBudget(t *testing.T, e *env) {
 	f, _ := e.ingest(t, k.KBID, "often.md", "v0")
 	for i := range 6 {
 		e.restage(t, k.KBID, f.FileID, kb.StatusParsed)
-		ix, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+		ix, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -451,12 +451,12 @@ func testRestageStartsAFreshRetryBudget(t *testing.T, e *env) {
 			t.Fatalf("re-index %d: claim holds attempt %d, want 1", i, ix.StageAttempts)
 		}
 		e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := kb.CommitIndex(e.ctx, tx, e.kw, ix, chunksOf(f.FileID, "v"+string(rune('1'+i))))
+			_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, ix, chunksOf(f.FileID, "v"+string(rune('1'+i))))
 			return err
 		})
 	}
 	e.restage(t, k.KBID, f.FileID, kb.StatusUploaded)
-	p, err := kb.ClaimParse(e.ctx, e.pool, f.FileID, time.Minute)
+	p, err := e.store.ClaimParse(e.ctx, f.FileID, time.Minute)
 	if err != nil || p.StageAttempts != 1 {
 		t.Fatalf("re-parse claim = attempt %d, %v; want 1", p.StageAttempts, err)
 	}
@@ -470,7 +470,7 @@ func testAddFilesValidation(t *testing.T, e *env) {
 		var out []kb.File
 		err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 			var err error
-			out, err = kb.AddFiles(e.ctx, tx, emit, k.KBID, []kb.NewFile{nf})
+			out, err = e.store.AddFilesTx(e.ctx, tx, emit, k.KBID, []kb.NewFile{nf})
 			return err
 		})
 		return out, err
@@ -487,7 +487,7 @@ func testAddFilesValidation(t *testing.T, e *env) {
 	// The same content in another KB is fine.
 	other := e.createKB(t, kb.CreateInput{})
 	err = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		_, err := kb.AddFiles(e.ctx, tx, emit, other.KBID, []kb.NewFile{{Filename: "b.md", ObjectKey: "b", ContentHash: "h1"}})
+		_, err := e.store.AddFilesTx(e.ctx, tx, emit, other.KBID, []kb.NewFile{{Filename: "b.md", ObjectKey: "b", ContentHash: "h1"}})
 		return err
 	})
 	if err != nil {
@@ -513,10 +513,10 @@ func testFoldersListingAndSearch(t *testing.T, e *env) {
 	var dir, sub kb.File
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
 		var err error
-		if dir, err = kb.CreateFolder(e.ctx, tx, k.KBID, " Reports ", nil, owner.UID); err != nil {
+		if dir, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, " Reports ", nil, owner.UID); err != nil {
 			return err
 		}
-		sub, err = kb.CreateFolder(e.ctx, tx, k.KBID, "2024", &dir.FileID, owner.UID)
+		sub, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "2024", &dir.FileID, owner.UID)
 		return err
 	})
 	if !dir.IsFolder || dir.Filename != "Reports" || dir.Status != kb.StatusIndexed || sub.ParentID == nil || *sub.ParentID != dir.FileID {
@@ -524,7 +524,7 @@ func testFoldersListingAndSearch(t *testing.T, e *env) {
 	}
 	folderErr := func(name string, parent *string) error {
 		return e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := kb.CreateFolder(e.ctx, tx, k.KBID, name, parent, owner.UID)
+			_, err := e.store.CreateFolderTx(e.ctx, tx, k.KBID, name, parent, owner.UID)
 			return err
 		})
 	}
@@ -542,7 +542,7 @@ func testFoldersListingAndSearch(t *testing.T, e *env) {
 	}
 	var inDir kb.File
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		fs, err := kb.AddFiles(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "nested.md", ObjectKey: "n", ParentID: &dir.FileID}})
+		fs, err := e.store.AddFilesTx(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "nested.md", ObjectKey: "n", ParentID: &dir.FileID}})
 		if err == nil {
 			inDir = fs[0]
 		}
@@ -556,38 +556,38 @@ func testFoldersListingAndSearch(t *testing.T, e *env) {
 		}
 		return out
 	}
-	root, total, err := kb.ListFiles(e.ctx, e.pool, k.KBID, kb.ListInput{})
+	root, total, err := e.store.ListFiles(e.ctx, k.KBID, kb.ListInput{})
 	if err != nil || total != 4 || !slices.Equal(names(root), []string{"Reports", "a.md", "b.md", "c.txt"}) {
 		t.Fatalf("root = %v (total %d), %v", names(root), total, err)
 	}
-	page, total, _ := kb.ListFiles(e.ctx, e.pool, k.KBID, kb.ListInput{Offset: 1, Limit: 2})
+	page, total, _ := e.store.ListFiles(e.ctx, k.KBID, kb.ListInput{Offset: 1, Limit: 2})
 	if total != 4 || !slices.Equal(names(page), []string{"a.md", "b.md"}) {
 		t.Fatalf("page = %v (total %d)", names(page), total)
 	}
-	inside, _, _ := kb.ListFiles(e.ctx, e.pool, k.KBID, kb.ListInput{ParentID: &dir.FileID})
+	inside, _, _ := e.store.ListFiles(e.ctx, k.KBID, kb.ListInput{ParentID: &dir.FileID})
 	if !slices.Equal(names(inside), []string{"2024", "Reports", "nested.md"}) {
 		t.Fatalf("inside Reports = %v", names(inside))
 	}
-	found, total, _ := kb.ListFiles(e.ctx, e.pool, k.KBID, kb.ListInput{Query: ".MD", AllLevels: true})
+	found, total, _ := e.store.ListFiles(e.ctx, k.KBID, kb.ListInput{Query: ".MD", AllLevels: true})
 	if total != 3 || !slices.Equal(names(found), []string{"a.md", "b.md", "nested.md"}) {
 		t.Fatalf("search .MD = %v (total %d)", names(found), total)
 	}
 	e.exec(t, `UPDATE knowledge_files SET status = 'indexed' WHERE file_id = $1`, inDir.FileID)
-	byStatus, _, _ := kb.ListFiles(e.ctx, e.pool, k.KBID, kb.ListInput{Status: kb.StatusUploaded, AllLevels: true})
+	byStatus, _, _ := e.store.ListFiles(e.ctx, k.KBID, kb.ListInput{Status: kb.StatusUploaded, AllLevels: true})
 	if !slices.Equal(names(byStatus), []string{"a.md", "b.md", "c.txt"}) {
 		t.Fatalf("uploaded = %v", names(byStatus))
 	}
 
 	other := e.createKB(t, kb.CreateInput{})
 	e.addFile(t, other.KBID, "a-other.md")
-	hits, total, err := kb.SearchFiles(e.ctx, e.pool, []string{k.KBID, other.KBID}, "A", 0, 10)
+	hits, total, err := e.store.SearchFiles(e.ctx, []string{k.KBID, other.KBID}, "A", 0, 10)
 	if err != nil || total != 2 || len(hits) != 2 {
 		t.Fatalf("SearchFiles = %v (total %d), %v", names(hits), total, err)
 	}
-	if hits, total, _ := kb.SearchFiles(e.ctx, e.pool, nil, "a", 0, 10); total != 0 || len(hits) != 0 {
+	if hits, total, _ := e.store.SearchFiles(e.ctx, nil, "a", 0, 10); total != 0 || len(hits) != 0 {
 		t.Fatalf("SearchFiles without KBs = %v", hits)
 	}
-	if _, total, _ := kb.SearchFiles(e.ctx, e.pool, []string{k.KBID}, "reports", 0, 10); total != 0 {
+	if _, total, _ := e.store.SearchFiles(e.ctx, []string{k.KBID}, "reports", 0, 10); total != 0 {
 		t.Fatal("SearchFiles returned a folder")
 	}
 
@@ -632,10 +632,10 @@ func testConcurrentTreeChanges(t *testing.T, e *env) {
 	var a, b kb.File
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
 		var err error
-		if a, err = kb.CreateFolder(e.ctx, tx, k.KBID, "A", nil, owner.UID); err != nil {
+		if a, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "A", nil, owner.UID); err != nil {
 			return err
 		}
-		b, err = kb.CreateFolder(e.ctx, tx, k.KBID, "B", nil, owner.UID)
+		b, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "B", nil, owner.UID)
 		return err
 	})
 	for round := range 5 {
@@ -646,11 +646,23 @@ func testConcurrentTreeChanges(t *testing.T, e *env) {
 				errs <- e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error { return fn(tx) })
 			})
 		}
-		run(func(tx pgx.Tx) error { _, err := kb.MoveFile(e.ctx, tx, k.KBID, a.FileID, &b.FileID); return err })
-		run(func(tx pgx.Tx) error { _, err := kb.MoveFile(e.ctx, tx, k.KBID, b.FileID, &a.FileID); return err })
+		run(func(tx pgx.Tx) error {
+			_, err := e.store.MoveFileTx(e.ctx, tx, k.KBID, a.FileID, &b.FileID)
+			return err
+		})
+		run(func(tx pgx.Tx) error {
+			_, err := e.store.MoveFileTx(e.ctx, tx, k.KBID, b.FileID, &a.FileID)
+			return err
+		})
 		name := fmt.Sprintf("same-%d", round)
-		run(func(tx pgx.Tx) error { _, err := kb.CreateFolder(e.ctx, tx, k.KBID, name, nil, owner.UID); return err })
-		run(func(tx pgx.Tx) error { _, err := kb.CreateFolder(e.ctx, tx, k.KBID, name, nil, owner.UID); return err })
+		run(func(tx pgx.Tx) error {
+			_, err := e.store.CreateFolderTx(e.ctx, tx, k.KBID, name, nil, owner.UID)
+			return err
+		})
+		run(func(tx pgx.Tx) error {
+			_, err := e.store.CreateFolderTx(e.ctx, tx, k.KBID, name, nil, owner.UID)
+			return err
+		})
 		wg.Wait()
 		close(errs)
 		failed := 0
@@ -669,10 +681,10 @@ func testConcurrentTreeChanges(t *testing.T, e *env) {
 		}
 		// Back to the root for the next round.
 		e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-			if _, err := kb.MoveFile(e.ctx, tx, k.KBID, a.FileID, nil); err != nil {
+			if _, err := e.store.MoveFileTx(e.ctx, tx, k.KBID, a.FileID, nil); err != nil {
 				return err
 			}
-			_, err := kb.MoveFile(e.ctx, tx, k.KBID, b.FileID, nil)
+			_, err := e.store.MoveFileTx(e.ctx, tx, k.KBID, b.FileID, nil)
 			return err
 		})
 	}

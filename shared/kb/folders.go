@@ -11,7 +11,6 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // Statuses the pending-work routes pick up, as the original: files waiting
@@ -56,10 +55,11 @@ func lockFile(ctx context.Context, tx pgx.Tx, kbID, fileID string) (File, error)
 	return f, err
 }
 
-// MoveFile moves a file or folder of kbID under newParentID (nil: the root).
-// The target must be a folder of the same KB; a folder cannot move into
-// itself or below itself, nor next to a folder of the same name.
-func MoveFile(ctx context.Context, tx pgx.Tx, kbID, fileID string, newParentID *string) (File, error) {
+// MoveFileTx moves a file or folder of kbID under newParentID (nil: the
+// root), in tx. The target must be a folder of the same KB; a folder
+// cannot move into itself or below itself, nor next to a folder of the same
+// name.
+func (s *Store) MoveFileTx(ctx context.Context, tx pgx.Tx, kbID, fileID string, newParentID *string) (File, error) {
 	if err := lockTree(ctx, tx, kbID); err != nil {
 		return File{}, err
 	}
@@ -106,8 +106,8 @@ func MoveFile(ctx context.Context, tx pgx.Tx, kbID, fileID string, newParentID *
 		WHERE file_id = $1 RETURNING `+fileCols, fileID, newParentID))
 }
 
-// RenameFolder renames a folder of kbID.
-func RenameFolder(ctx context.Context, tx pgx.Tx, kbID, folderID, name string) (File, error) {
+// RenameFolderTx renames a folder of kbID, in tx.
+func (s *Store) RenameFolderTx(ctx context.Context, tx pgx.Tx, kbID, folderID, name string) (File, error) {
 	name, err := validFolderName(name)
 	if err != nil {
 		return File{}, err
@@ -136,7 +136,8 @@ func RenameFolder(ctx context.Context, tx pgx.Tx, kbID, folderID, name string) (
 // FileExists reports whether kbID holds a file (not a folder) named name: a
 // display name anywhere in the KB, or a relative path "folder/…/name"
 // resolved from the root through folders.
-func FileExists(ctx context.Context, db postgres.DB, kbID, name string) (bool, error) {
+func (s *Store) FileExists(ctx context.Context, kbID, name string) (bool, error) {
+	db := s.pool
 	name = strings.Trim(strings.TrimSpace(strings.ReplaceAll(name, "\\", "/")), "/")
 	if name == "" {
 		return false, failure.Invalid("invalid_filename", "filename is required")
@@ -166,9 +167,9 @@ func FileExists(ctx context.Context, db postgres.DB, kbID, name string) (bool, e
 	return exists, err
 }
 
-// PendingFileIDs lists kbID's files (not folders) in one of statuses.
-func PendingFileIDs(ctx context.Context, db postgres.DB, kbID string, statuses []string) ([]string, error) {
-	rows, err := db.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND NOT is_folder AND status = ANY($2)
+// pendingFileIDs lists kbID's files (not folders) in one of statuses.
+func (s *Store) pendingFileIDs(ctx context.Context, kbID string, statuses []string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND NOT is_folder AND status = ANY($2)
 		ORDER BY created_at, file_id`, kbID, statuses)
 	if err != nil {
 		return nil, err
@@ -179,13 +180,14 @@ func PendingFileIDs(ctx context.Context, db postgres.DB, kbID string, statuses [
 // restageBatch bounds the files one transaction of RestagePending sends.
 const restageBatch = 500
 
-// RestagePending sends every file of kbID whose status is one of statuses to
-// stage to (see Restage), restageBatch files per transaction run by tx; each
-// batch re-checks the statuses under lock, so a file that moved on meanwhile
-// is left alone. It returns how many files were sent.
-func RestagePending(ctx context.Context, db postgres.DB, tx func(func(pgx.Tx, outbox.Emit) error) error,
+// restagePending sends every file of kbID whose status is one of statuses to
+// stage to (see RestageTx), restageBatch files per transaction run by tx
+// (an outbox transaction); each batch re-checks the statuses under lock, so a
+// file that moved on meanwhile is left alone. It returns how many files were
+// sent.
+func (s *Store) restagePending(ctx context.Context, tx func(func(pgx.Tx, outbox.Emit) error) error,
 	kbID string, statuses []string, to string, chunking json.RawMessage) (int, error) {
-	ids, err := PendingFileIDs(ctx, db, kbID, statuses)
+	ids, err := s.pendingFileIDs(ctx, kbID, statuses)
 	if err != nil {
 		return 0, err
 	}
@@ -202,7 +204,7 @@ func RestagePending(ctx context.Context, db postgres.DB, tx func(func(pgx.Tx, ou
 			if err != nil {
 				return err
 			}
-			items, err := Restage(ctx, tx, emit, kbID, still, to, chunking)
+			items, err := s.RestageTx(ctx, tx, emit, kbID, still, to, chunking)
 			for _, it := range items {
 				if it["status"] == to && it["error"] == nil {
 					sent++
@@ -217,12 +219,12 @@ func RestagePending(ctx context.Context, db postgres.DB, tx func(func(pgx.Tx, ou
 	return sent, nil
 }
 
-// ReplaceMarkdown points a parsed file of kbID at new Markdown (key), if the
-// file is still at revision (its updated_at when the editor read it). Only a
-// parsed file can be edited: nothing is derived from its Markdown yet, and
-// indexing it afterwards uses the edit. It returns the file and the key it
-// pointed at before.
-func ReplaceMarkdown(ctx context.Context, tx pgx.Tx, kbID, fileID, key string, revision time.Time) (File, *string, error) {
+// ReplaceMarkdownTx points a parsed file of kbID at new Markdown (key), in
+// tx, if the file is still at revision (its updated_at when the editor read
+// it). Only a parsed file can be edited: nothing is derived from its
+// Markdown yet, and indexing it afterwards uses the edit. It returns the file
+// and the key it pointed at before.
+func (s *Store) ReplaceMarkdownTx(ctx context.Context, tx pgx.Tx, kbID, fileID, key string, revision time.Time) (File, *string, error) {
 	f, err := lockFile(ctx, tx, kbID, fileID)
 	if err != nil {
 		return File{}, nil, err

@@ -160,7 +160,7 @@ func (e *env) addFile(t *testing.T, kbID, name string) kb.File {
 	var out []kb.File
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		out, err = kb.AddFiles(e.ctx, tx, emit, kbID, []kb.NewFile{{Filename: name, ObjectKey: kbID + "/upload/" + name,
+		out, err = e.store.AddFilesTx(e.ctx, tx, emit, kbID, []kb.NewFile{{Filename: name, ObjectKey: kbID + "/upload/" + name,
 			ContentHash: hashOf(kbID + name), Size: 10, CreatedBy: owner.UID, Processing: kb.Processing{AutoIndex: true}}})
 		return err
 	})
@@ -169,7 +169,7 @@ func (e *env) addFile(t *testing.T, kbID, name string) kb.File {
 
 func (e *env) load(t *testing.T, fileID string) kb.File {
 	t.Helper()
-	f, err := kb.LoadFile(e.ctx, e.pool, fileID)
+	f, err := e.store.LoadFile(e.ctx, fileID)
 	if err != nil {
 		t.Fatalf("load file %s: %v", fileID, err)
 	}
@@ -179,12 +179,12 @@ func (e *env) load(t *testing.T, fileID string) kb.File {
 // parse takes an uploaded file through a successful parse stage.
 func (e *env) parse(t *testing.T, fileID string) kb.File {
 	t.Helper()
-	f, err := kb.ClaimParse(e.ctx, e.pool, fileID, time.Minute)
+	f, err := e.store.ClaimParse(e.ctx, fileID, time.Minute)
 	if err != nil {
 		t.Fatalf("claim parse %s: %v", fileID, err)
 	}
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		return kb.FinishParse(e.ctx, tx, emit, f, "parsed/"+fileID+".md", nil)
+		return e.store.FinishParseTx(e.ctx, tx, emit, f, "parsed/"+fileID+".md", nil)
 	})
 	return e.load(t, fileID)
 }
@@ -210,14 +210,14 @@ func chunksOf(fileID string, contents ...string) []kb.IndexedChunk {
 // chunks; it returns the chunks and the ids CommitIndex reported removed.
 func (e *env) index(t *testing.T, fileID string, contents ...string) ([]kb.IndexedChunk, []string) {
 	t.Helper()
-	f, err := kb.ClaimIndex(e.ctx, e.pool, fileID, time.Minute)
+	f, err := e.store.ClaimIndex(e.ctx, fileID, time.Minute)
 	if err != nil {
 		t.Fatalf("claim index %s: %v", fileID, err)
 	}
 	cs := chunksOf(fileID, contents...)
 	var removed []string
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		removed, err = kb.CommitIndex(e.ctx, tx, e.kw, f, cs)
+		removed, err = e.store.CommitIndexTx(e.ctx, tx, e.kw, f, cs)
 		return err
 	})
 	return cs, removed
@@ -238,7 +238,7 @@ func (e *env) restage(t *testing.T, kbID, fileID, to string) map[string]any {
 	var res []map[string]any
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		res, err = kb.Restage(e.ctx, tx, emit, kbID, []string{fileID}, to, nil)
+		res, err = e.store.RestageTx(e.ctx, tx, emit, kbID, []string{fileID}, to, nil)
 		return err
 	})
 	return res[0]

@@ -26,7 +26,11 @@ type IndexedChunk struct {
 }
 
 // ExistingChunks returns the chunk ids a file has now.
-func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[string]bool, error) {
+func (s *Store) ExistingChunks(ctx context.Context, fileID string) (map[string]bool, error) {
+	return existingChunks(ctx, s.pool, fileID)
+}
+
+func existingChunks(ctx context.Context, db postgres.DB, fileID string) (map[string]bool, error) {
 	rows, err := db.Query(ctx, `SELECT chunk_id FROM knowledge_chunks WHERE file_id = $1`, fileID)
 	if err != nil {
 		return nil, err
@@ -43,7 +47,18 @@ func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[str
 	return out, rows.Err()
 }
 
-// CommitIndex replaces a file's chunks with chunks in tx, as the claimed
+// CommitIndex is CommitIndexTx in its own transaction.
+func (s *Store) CommitIndex(ctx context.Context, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
+	var removed []string
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		removed, err = s.CommitIndexTx(ctx, tx, kw, f, chunks)
+		return err
+	})
+	return removed, err
+}
+
+// CommitIndexTx replaces a file's chunks with chunks in tx, as the claimed
 // indexing attempt f: removed chunks are deleted (their vectors owed to the
 // vector store through knowledge_vector_deletes), new chunks inserted,
 // unchanged ones (same content, same id) re-positioned; the keyword index
@@ -51,8 +66,8 @@ func ExistingChunks(ctx context.Context, db postgres.DB, fileID string) (map[str
 // index version moves. The new chunks' vectors must already be in the vector
 // store, recorded by RecordVectorWrites; recorded vectors the commit does not
 // keep are owed deletions too. It returns the ids whose vectors are to be
-// deleted (FlushVectorDeletes).
-func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
+// deleted (FlushVectorDeletes). ErrStageLost: the stage is no longer f's.
+func (s *Store) CommitIndexTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
 	var ok bool
 	if err := tx.QueryRow(ctx, `SELECT true FROM knowledge_files WHERE file_id = $1 AND status = 'indexing' AND stage_attempts = $2
 		AND stage_started_at = $3 FOR UPDATE`, f.FileID, f.StageAttempts, f.StageStartedAt).Scan(&ok); err != nil {
@@ -61,7 +76,7 @@ func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunk
 		}
 		return nil, err
 	}
-	existing, err := ExistingChunks(ctx, tx, f.FileID)
+	existing, err := existingChunks(ctx, tx, f.FileID)
 	if err != nil {
 		return nil, err
 	}
@@ -141,11 +156,10 @@ func CommitIndex(ctx context.Context, tx pgx.Tx, kw KeywordWriter, f File, chunk
 // are written, that they will exist (see knowledge_vector_writes), and
 // cancels deletions still owed for the same ids — a chunk removed earlier and
 // now back — so that a flush cannot remove the vector about to be written.
-// It fails when the file is gone.
-func RecordVectorWrites(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, f File, ids []string) error {
-	return pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+// It fails with ErrStageLost when the file is gone. It runs in its own
+// transaction, committed before the vectors are written.
+func (s *Store) RecordVectorWrites(ctx context.Context, f File, ids []string) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO knowledge_vector_writes (file_id, chunk_id, kb_id)
 			SELECT $1, unnest($2::text[]), $3 WHERE EXISTS (SELECT 1 FROM knowledge_files WHERE file_id = $1)
 			ON CONFLICT DO NOTHING`, f.FileID, ids, f.KBID)
@@ -181,8 +195,8 @@ func jsonStrings(s []string) string {
 }
 
 // CachedEmbeddings returns cached vectors of model for content hashes.
-func CachedEmbeddings(ctx context.Context, db postgres.DB, model string, hashes []string) (map[string][]float32, error) {
-	rows, err := db.Query(ctx, `SELECT content_hash, vec FROM embedding_cache WHERE model = $1 AND content_hash = ANY($2)`, model, hashes)
+func (s *Store) CachedEmbeddings(ctx context.Context, model string, hashes []string) (map[string][]float32, error) {
+	rows, err := s.pool.Query(ctx, `SELECT content_hash, vec FROM embedding_cache WHERE model = $1 AND content_hash = ANY($2)`, model, hashes)
 	if err != nil {
 		return nil, err
 	}
@@ -200,7 +214,7 @@ func CachedEmbeddings(ctx context.Context, db postgres.DB, model string, hashes 
 }
 
 // CacheEmbeddings stores vectors of model by content hash (idempotent).
-func CacheEmbeddings(ctx context.Context, db postgres.DB, model string, vecs map[string][]float32) error {
+func (s *Store) CacheEmbeddings(ctx context.Context, model string, vecs map[string][]float32) error {
 	if len(vecs) == 0 {
 		return nil
 	}
@@ -212,7 +226,7 @@ func CacheEmbeddings(ctx context.Context, db postgres.DB, model string, vecs map
 		blobs = append(blobs, encodeVec(v))
 		dims = append(dims, int32(len(v)))
 	}
-	_, err := db.Exec(ctx, `INSERT INTO embedding_cache (model, content_hash, dim, vec)
+	_, err := s.pool.Exec(ctx, `INSERT INTO embedding_cache (model, content_hash, dim, vec)
 		SELECT $1, h, d, v FROM unnest($2::text[], $3::int[], $4::bytea[]) AS t(h, d, v)
 		ON CONFLICT DO NOTHING`, model, hashes, dims, blobs)
 	return err

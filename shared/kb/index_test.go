@@ -95,7 +95,7 @@ func testCommitIndexReplacesChunks(t *testing.T, e *env) {
 	if got := e.owedDeletes(t, k.KBID); !slices.Equal(got, []string{first[2].ID}) {
 		t.Fatalf("owed vector deletes = %v", got)
 	}
-	cs, err := kb.FileChunks(e.ctx, e.pool, f.FileID)
+	cs, err := e.store.FileChunks(e.ctx, f.FileID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func testCommitIndexIsAtomicForReaders(t *testing.T, e *env) {
 			for ctx.Err() == nil {
 				var got []string
 				if r == 0 {
-					cs, err := kb.FileChunks(ctx, e.pool, f.FileID)
+					cs, err := e.store.FileChunks(ctx, f.FileID)
 					if err != nil {
 						if ctx.Err() == nil {
 							errs <- err
@@ -246,7 +246,7 @@ func (e *env) embedThroughCache(t *testing.T, em *countingEmbedder, model string
 		hashes[i] = hashOf(c)
 		byHash[hashes[i]] = c
 	}
-	cached, err := kb.CachedEmbeddings(e.ctx, e.pool, model, hashes)
+	cached, err := e.store.CachedEmbeddings(e.ctx, model, hashes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func (e *env) embedThroughCache(t *testing.T, em *countingEmbedder, model string
 			fresh[h] = vecs[i]
 			cached[h] = vecs[i]
 		}
-		if err := kb.CacheEmbeddings(e.ctx, e.pool, model, fresh); err != nil {
+		if err := e.store.CacheEmbeddings(e.ctx, model, fresh); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -299,14 +299,14 @@ func testEmbeddingCache(t *testing.T, e *env) {
 	}
 
 	h := hashOf("first chunk")
-	if err := kb.CacheEmbeddings(e.ctx, e.pool, "model-a", map[string][]float32{h: {9, 9, 9}}); err != nil {
+	if err := e.store.CacheEmbeddings(e.ctx, "model-a", map[string][]float32{h: {9, 9, 9}}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := kb.CachedEmbeddings(e.ctx, e.pool, "model-a", []string{h, hashOf("never embedded")})
+	got, err := e.store.CachedEmbeddings(e.ctx, "model-a", []string{h, hashOf("never embedded")})
 	if err != nil || len(got) != 1 || !slices.Equal(got[h], v1[h]) {
 		t.Fatalf("after a second write: %v, %v; want the first vector only", got, err)
 	}
-	if err := kb.CacheEmbeddings(e.ctx, e.pool, "model-a", nil); err != nil {
+	if err := e.store.CacheEmbeddings(e.ctx, "model-a", nil); err != nil {
 		t.Fatalf("empty CacheEmbeddings: %v", err)
 	}
 	var dim int
@@ -326,20 +326,20 @@ func testDeleteFilesAndFlushVectorDeletes(t *testing.T, e *env) {
 	var dir kb.File
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
 		var err error
-		dir, err = kb.CreateFolder(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
+		dir, err = e.store.CreateFolderTx(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
 		return err
 	})
 	var nested kb.File
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		fs, err := kb.AddFiles(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "in.md", ObjectKey: "up/in.md", ParentID: &dir.FileID}})
+		fs, err := e.store.AddFilesTx(e.ctx, tx, emit, k.KBID, []kb.NewFile{{Filename: "in.md", ObjectKey: "up/in.md", ParentID: &dir.FileID}})
 		if err == nil {
 			nested = fs[0]
 		}
 		return err
 	})
-	p, _ := kb.ClaimParse(e.ctx, e.pool, nested.FileID, time.Minute)
+	p, _ := e.store.ClaimParse(e.ctx, nested.FileID, time.Minute)
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		return kb.FinishParse(e.ctx, tx, emit, p, "parsed/in.md", []kb.Image{{ObjectKey: "img/in.png", ContentType: "image/png", Size: 1}})
+		return e.store.FinishParseTx(e.ctx, tx, emit, p, "parsed/in.md", []kb.Image{{ObjectKey: "img/in.png", ContentType: "image/png", Size: 1}})
 	})
 	inCs, _ := e.index(t, nested.FileID, "nested words")
 	keep, keepCs := e.ingest(t, k.KBID, "keep.md", "kept words")
@@ -353,7 +353,7 @@ func testDeleteFilesAndFlushVectorDeletes(t *testing.T, e *env) {
 
 	// A missing id fails the whole deletion.
 	err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.DeleteFiles(e.ctx, tx, e.kw, k.KBID, []string{dir.FileID, "file_missing"})
+		_, err := e.store.DeleteFilesTx(e.ctx, tx, e.kw, k.KBID, []string{dir.FileID, "file_missing"})
 		return err
 	})
 	wantCode(t, err, failure.KindNotFound, "file_not_found")
@@ -361,14 +361,14 @@ func testDeleteFilesAndFlushVectorDeletes(t *testing.T, e *env) {
 
 	var rm kb.Removed
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		rm, err = kb.DeleteFiles(e.ctx, tx, e.kw, k.KBID, []string{dir.FileID})
+		rm, err = e.store.DeleteFilesTx(e.ctx, tx, e.kw, k.KBID, []string{dir.FileID})
 		return err
 	})
 	if len(rm.Files) != 2 || !slices.Equal(rm.ChunkIDs, chunkIDs(inCs)) ||
 		!slices.Equal(sorted(rm.ObjectKeys), []string{"img/in.png", "parsed/in.md", "up/in.md"}) {
 		t.Fatalf("removed = %+v", rm)
 	}
-	if _, err := kb.LoadFile(e.ctx, e.pool, nested.FileID); err != kb.ErrFileNotFound {
+	if _, err := e.store.LoadFile(e.ctx, nested.FileID); err != kb.ErrFileNotFound {
 		t.Fatalf("nested file still there: %v", err)
 	}
 	if ids := e.keywordIDs(t, k.KBID, "nested kept"); !slices.Equal(ids, chunkIDs(keepCs)) {
@@ -381,7 +381,7 @@ func testDeleteFilesAndFlushVectorDeletes(t *testing.T, e *env) {
 	if len(hits) != 2 {
 		t.Fatalf("vectors before the flush = %v (they go after commit, by the flush)", hits)
 	}
-	n, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID)
+	n, err := e.store.FlushVectorDeletes(e.ctx, e.vec, k.KBID)
 	if err != nil || n != 1 {
 		t.Fatalf("flush = %d, %v", n, err)
 	}
@@ -389,20 +389,20 @@ func testDeleteFilesAndFlushVectorDeletes(t *testing.T, e *env) {
 	if len(hits) != 1 || hits[0].ID != keepCs[0].ID {
 		t.Fatalf("vectors after the flush = %v", hits)
 	}
-	if n, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil || n != 0 || len(e.owedDeletes(t, k.KBID)) != 0 {
+	if n, err := e.store.FlushVectorDeletes(e.ctx, e.vec, k.KBID); err != nil || n != 0 || len(e.owedDeletes(t, k.KBID)) != 0 {
 		t.Fatalf("second flush = %d, %v", n, err)
 	}
 
 	// Deletions owed to a KB that no longer exists are forgotten without
 	// touching the vector store.
 	e.exec(t, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id) VALUES ('kb_gone', 'c1'), ('kb_gone', 'c2')`)
-	if n, err := kb.FlushVectorDeletes(e.ctx, e.pool, failingDeleter{}, "kb_gone"); err != nil || n != 2 {
+	if n, err := e.store.FlushVectorDeletes(e.ctx, failingDeleter{}, "kb_gone"); err != nil || n != 2 {
 		t.Fatalf("flush of a deleted KB = %d, %v", n, err)
 	}
 	// A failing vector store keeps the owed rows for the next flush.
 	e.restage(t, k.KBID, keep.FileID, kb.StatusParsed)
 	e.index(t, keep.FileID, "replaced words")
-	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, failingDeleter{}, k.KBID); err == nil {
+	if _, err := e.store.FlushVectorDeletes(e.ctx, failingDeleter{}, k.KBID); err == nil {
 		t.Fatal("flush with a failing vector store reported no error")
 	}
 	if got := e.owedDeletes(t, k.KBID); !slices.Equal(got, chunkIDs(keepCs)) {
@@ -428,7 +428,7 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 	write := func(f kb.File, cs []kb.IndexedChunk) {
 		t.Helper()
 		ids := chunkIDs(cs)
-		if err := kb.RecordVectorWrites(e.ctx, e.pool, f, ids); err != nil {
+		if err := e.store.RecordVectorWrites(e.ctx, f, ids); err != nil {
 			t.Fatal(err)
 		}
 		items := make([]vector.Item, len(ids))
@@ -456,14 +456,14 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 	// chunks finer and commits. Attempt 1's vectors are owed and flushed.
 	f := e.addFile(t, k.KBID, "a.md")
 	e.parse(t, f.FileID)
-	claimed, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	claimed, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	coarse := chunksOf(f.FileID, "one two", "three four")
 	write(claimed, coarse)
 	e.expireStage(t, f.FileID)
-	again, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	again, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -471,13 +471,13 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 	write(again, fine)
 	var removed []string
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		removed, err = kb.CommitIndex(e.ctx, tx, e.kw, again, fine)
+		removed, err = e.store.CommitIndexTx(e.ctx, tx, e.kw, again, fine)
 		return err
 	})
 	if !slices.Equal(sorted(removed), sorted([]string{coarse[0].ID})) {
 		t.Fatalf("removed = %v, want the unkept vector of the dead attempt %s", removed, coarse[0].ID)
 	}
-	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+	if _, err := e.store.FlushVectorDeletes(e.ctx, e.vec, k.KBID); err != nil {
 		t.Fatal(err)
 	}
 	if got := vectorIDs(f.FileID); !slices.Equal(got, sorted(chunkIDs(fine))) {
@@ -492,7 +492,7 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 		t.Fatalf("owed = %v", owed)
 	}
 	e.restage(t, k.KBID, f.FileID, kb.StatusParsed)
-	back, err := kb.ClaimIndex(e.ctx, e.pool, f.FileID, time.Minute)
+	back, err := e.store.ClaimIndex(e.ctx, f.FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,10 +501,10 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 		t.Fatalf("owed after rewriting the id = %v", owed)
 	}
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.CommitIndex(e.ctx, tx, e.kw, back, fine)
+		_, err := e.store.CommitIndexTx(e.ctx, tx, e.kw, back, fine)
 		return err
 	})
-	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+	if _, err := e.store.FlushVectorDeletes(e.ctx, e.vec, k.KBID); err != nil {
 		t.Fatal(err)
 	}
 	if got := vectorIDs(f.FileID); !slices.Equal(got, sorted(chunkIDs(fine))) {
@@ -514,23 +514,23 @@ func testVectorWritesNeverOutliveTheirChunks(t *testing.T, e *env) {
 	// A file deleted while its indexing attempt had written vectors: they go.
 	g := e.addFile(t, k.KBID, "b.md")
 	e.parse(t, g.FileID)
-	gc, err := kb.ClaimIndex(e.ctx, e.pool, g.FileID, time.Minute)
+	gc, err := e.store.ClaimIndex(e.ctx, g.FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	write(gc, chunksOf(g.FileID, "five", "six"))
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.DeleteFiles(e.ctx, tx, e.kw, k.KBID, []string{g.FileID})
+		_, err := e.store.DeleteFilesTx(e.ctx, tx, e.kw, k.KBID, []string{g.FileID})
 		return err
 	})
-	if _, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, k.KBID); err != nil {
+	if _, err := e.store.FlushVectorDeletes(e.ctx, e.vec, k.KBID); err != nil {
 		t.Fatal(err)
 	}
 	if got := vectorIDs(g.FileID); len(got) != 0 {
 		t.Fatalf("vectors of the deleted file = %v", got)
 	}
 	// The dead attempt cannot write more: the file is gone.
-	if err := kb.RecordVectorWrites(e.ctx, e.pool, gc, []string{"x"}); !errors.Is(err, kb.ErrStageLost) {
+	if err := e.store.RecordVectorWrites(e.ctx, gc, []string{"x"}); !errors.Is(err, kb.ErrStageLost) {
 		t.Fatalf("recording writes for a deleted file = %v, want ErrStageLost", err)
 	}
 }

@@ -11,7 +11,7 @@
 // of a KB (every key) and its image URL are defined once, in keys.go.
 //
 // Imported by: functions/intake (routes), functions/doc-parse,
-// functions/kb-index, shared/kbtool, shared/bootstrap, tests/bench.
+// functions/kb-index, shared/kbtool, shared/bootstrap/knowledge, tests.
 // May import: events, shared/access, shared/blob, shared/blob/notify,
 // shared/failure, shared/outbox, shared/postgres, shared/chunk,
 // shared/keyword, shared/vector, shared/embed, pgx.
@@ -104,7 +104,15 @@ func Level(sub access.Subject, k KB) access.Level {
 	return access.Resolve(sub, k.CreatedBy, share, ceiling)
 }
 
-// Store reads and writes knowledge bases and their files.
+// Store reads and writes knowledge bases, their files, chunks and owed
+// cleanups. It has one API shape (River's InsertTx idea): a method X runs on
+// the store's own pool — in its own transaction when it writes more than one
+// row — and XTx does the same work in the caller's transaction, to compose
+// with other writes. A write that emits events, or that a use case wraps
+// with access checks and cleanup after commit, exists only as XTx; its X is
+// Library's (Register, FinishParse, Restage, RemoveFiles, MoveFile,
+// EditMarkdown, DeleteKB, ApplyBucketChange …), which runs it in its own
+// (outbox) transaction. The pool is not handed out.
 type Store struct {
 	pool *pgxpool.Pool
 	// DefaultEmbedding is the embedding model of new KBs that name none.
@@ -118,11 +126,12 @@ func NewStore(pool *pgxpool.Pool, defaultEmbedding string, dims func(spec string
 	return &Store{pool: pool, defaultEmbedding: defaultEmbedding, dims: dims}
 }
 
-// Pool returns the store's pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Get returns KB kbID if sub may read it (ErrNotFound otherwise), with sub's permission.
-func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
+func (s *Store) Get(ctx context.Context, sub access.Subject, kbID string) (KB, error) {
+	return s.get(ctx, s.pool, sub, kbID)
+}
+
+func (s *Store) get(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
 	k, err := scanKB(db.QueryRow(ctx, `SELECT `+kbCols+` FROM knowledge_bases WHERE kb_id = $1`, kbID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return KB{}, ErrNotFound
@@ -139,8 +148,17 @@ func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, kbI
 }
 
 // GetManaged is Get for an action that needs manage access (403 when sub may only read).
-func (s *Store) GetManaged(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
-	k, err := s.Get(ctx, db, sub, kbID)
+func (s *Store) GetManaged(ctx context.Context, sub access.Subject, kbID string) (KB, error) {
+	return s.getManaged(ctx, s.pool, sub, kbID)
+}
+
+// GetManagedTx is GetManaged in tx.
+func (s *Store) GetManagedTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
+	return s.getManaged(ctx, tx, sub, kbID)
+}
+
+func (s *Store) getManaged(ctx context.Context, db postgres.DB, sub access.Subject, kbID string) (KB, error) {
+	k, err := s.get(ctx, db, sub, kbID)
 	if err != nil {
 		return KB{}, err
 	}
@@ -152,7 +170,16 @@ func (s *Store) GetManaged(ctx context.Context, db postgres.DB, sub access.Subje
 
 // Load reads a KB without an access check (for functions acting on events
 // that were authorised when they were produced).
-func (s *Store) Load(ctx context.Context, db postgres.DB, kbID string) (KB, error) {
+func (s *Store) Load(ctx context.Context, kbID string) (KB, error) {
+	return s.load(ctx, s.pool, kbID)
+}
+
+// LoadTx is Load in tx.
+func (s *Store) LoadTx(ctx context.Context, tx pgx.Tx, kbID string) (KB, error) {
+	return s.load(ctx, tx, kbID)
+}
+
+func (s *Store) load(ctx context.Context, db postgres.DB, kbID string) (KB, error) {
 	k, err := scanKB(db.QueryRow(ctx, `SELECT `+kbCols+` FROM knowledge_bases WHERE kb_id = $1`, kbID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return KB{}, ErrNotFound
@@ -299,7 +326,7 @@ func (u *UpdateInput) UnmarshalJSON(b []byte) error {
 func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in UpdateInput) (KB, error) {
 	var out KB
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		k, err := s.GetManaged(ctx, tx, sub, kbID)
+		k, err := s.GetManagedTx(ctx, tx, sub, kbID)
 		if err != nil {
 			return err
 		}
@@ -352,7 +379,7 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 		// Read back without the access check: a manager may narrow the
 		// share_config so that it no longer admits them; the change stands
 		// and the answer says what they are left with.
-		if out, err = s.Load(ctx, tx, kbID); err != nil {
+		if out, err = s.LoadTx(ctx, tx, kbID); err != nil {
 			return err
 		}
 		out.Permission = Level(sub, out).String()
@@ -361,12 +388,13 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 	return out, err
 }
 
-// Delete removes a KB sub may manage with its files and chunks, and records
-// its vector collection and objects as owed (knowledge_base_purges) in the
-// same transaction; after commit the caller removes them with PurgeDeleted
-// (the sweep does if it cannot) and drops the keyword index in tx.
-func (s *Store) Delete(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
-	k, err := s.GetManaged(ctx, tx, sub, kbID)
+// DeleteTx removes a KB sub may manage with its files and chunks, and records
+// its vector collection and objects as owed (knowledge_base_purges) in tx;
+// the caller drops the keyword index in tx and, after commit, removes the
+// owed things with PurgeDeleted (the sweep does if it cannot). Library.DeleteKB
+// is the whole use case in its own transaction.
+func (s *Store) DeleteTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
+	k, err := s.GetManagedTx(ctx, tx, sub, kbID)
 	if err != nil {
 		return KB{}, err
 	}

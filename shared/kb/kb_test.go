@@ -61,10 +61,10 @@ func testCreate(t *testing.T, e *env) {
 	// file_count counts files, not folders.
 	e.addFile(t, k.KBID, "a.md")
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.CreateFolder(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
+		_, err := e.store.CreateFolderTx(e.ctx, tx, k.KBID, "dir", nil, owner.UID)
 		return err
 	})
-	if got, _ := e.store.Get(e.ctx, e.pool, owner, k.KBID); got.FileCount != 1 {
+	if got, _ := e.store.Get(e.ctx, owner, k.KBID); got.FileCount != 1 {
 		t.Fatalf("file_count = %d", got.FileCount)
 	}
 }
@@ -117,14 +117,14 @@ func testAccess(t *testing.T, e *env) {
 			if listed[kn] != w {
 				t.Errorf("%s lists %s with %q, want %q", sn, kn, listed[kn], w)
 			}
-			got, err := e.store.Get(e.ctx, e.pool, sub, k.KBID)
+			got, err := e.store.Get(e.ctx, sub, k.KBID)
 			switch {
 			case w == "" && !errors.Is(err, kb.ErrNotFound):
 				t.Errorf("%s gets %s: %v, want not found", sn, kn, err)
 			case w != "" && (err != nil || got.Permission != w):
 				t.Errorf("%s gets %s: %q, %v; want %q", sn, kn, got.Permission, err, w)
 			}
-			_, err = e.store.GetManaged(e.ctx, e.pool, sub, k.KBID)
+			_, err = e.store.GetManaged(e.ctx, sub, k.KBID)
 			switch w {
 			case "manage":
 				if err != nil {
@@ -160,7 +160,7 @@ func testAccess(t *testing.T, e *env) {
 	_, err = e.store.Sources(e.ctx, subjects["stranger"], kbs["users"].KBID)
 	wantErr(t, err, kb.ErrNotFound)
 	err = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := e.store.Delete(e.ctx, tx, subjects["u1"], kbs["users"].KBID)
+		_, err := e.store.DeleteTx(e.ctx, tx, subjects["u1"], kbs["users"].KBID)
 		return err
 	})
 	wantErr(t, err, kb.ErrManage)
@@ -173,7 +173,7 @@ func testAccess(t *testing.T, e *env) {
 		t.Fatalf("withdrawing the share_config = %q %s, %v", u.Permission, u.ShareConfig, err)
 	}
 	for _, sn := range []string{"u1", "a2"} {
-		_, err = e.store.Get(e.ctx, e.pool, subjects[sn], kbs["users"].KBID)
+		_, err = e.store.Get(e.ctx, subjects[sn], kbs["users"].KBID)
 		wantErr(t, err, kb.ErrNotFound)
 	}
 	bad := json.RawMessage(`{"version":2,"read_scope":{"access_level":"team"}}`)
@@ -183,17 +183,17 @@ func testAccess(t *testing.T, e *env) {
 	// A share_config stored in an unreadable shape grants nothing beyond the
 	// creator and superadmins.
 	e.exec(t, `UPDATE knowledge_bases SET share_config = '{"version":3}' WHERE kb_id = $1`, kbs["global"].KBID)
-	if _, err := e.store.Get(e.ctx, e.pool, subjects["stranger"], kbs["global"].KBID); !errors.Is(err, kb.ErrNotFound) {
+	if _, err := e.store.Get(e.ctx, subjects["stranger"], kbs["global"].KBID); !errors.Is(err, kb.ErrNotFound) {
 		t.Fatalf("stranger reads a KB with a broken share_config: %v", err)
 	}
-	if _, err := e.store.Get(e.ctx, e.pool, owner, kbs["global"].KBID); err != nil {
+	if _, err := e.store.Get(e.ctx, owner, kbs["global"].KBID); err != nil {
 		t.Fatalf("creator reads a KB with a broken share_config: %v", err)
 	}
 	// Load skips the access check (for event handlers).
-	if k, err := e.store.Load(e.ctx, e.pool, kbs["private"].KBID); err != nil || k.Name != "private" {
+	if k, err := e.store.Load(e.ctx, kbs["private"].KBID); err != nil || k.Name != "private" {
 		t.Fatalf("Load = %+v, %v", k, err)
 	}
-	_, err = e.store.Load(e.ctx, e.pool, "kb_missing")
+	_, err = e.store.Load(e.ctx, "kb_missing")
 	wantErr(t, err, kb.ErrNotFound)
 }
 
@@ -221,15 +221,15 @@ func testUpdateAndDelete(t *testing.T, e *env) {
 	}
 	var deleted kb.KB
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		deleted, err = e.store.Delete(e.ctx, tx, owner, k.KBID)
+		deleted, err = e.store.DeleteTx(e.ctx, tx, owner, k.KBID)
 		return err
 	})
 	if deleted.KBID != k.KBID {
 		t.Fatalf("Delete returned %+v", deleted)
 	}
-	_, err = e.store.Get(e.ctx, e.pool, owner, k.KBID)
+	_, err = e.store.Get(e.ctx, owner, k.KBID)
 	wantErr(t, err, kb.ErrNotFound)
-	_, err = kb.LoadFile(e.ctx, e.pool, f.FileID)
+	_, err = e.store.LoadFile(e.ctx, f.FileID)
 	wantErr(t, err, kb.ErrFileNotFound)
 	var n int
 	if err := e.pool.QueryRow(e.ctx, `SELECT (SELECT count(*) FROM knowledge_chunks WHERE kb_id = $1) +

@@ -93,7 +93,7 @@ func NewLibrary(d LibraryDeps) *Library {
 
 // KB returns KB kbID if sub may read it (ErrNotFound otherwise).
 func (l *Library) KB(ctx context.Context, sub access.Subject, kbID string) (KB, error) {
-	return l.store.Get(ctx, l.store.pool, sub, kbID)
+	return l.store.Get(ctx, sub, kbID)
 }
 
 // DeleteKB deletes a KB sub may manage: its rows and keyword index in one
@@ -110,7 +110,7 @@ func (l *Library) DeleteKB(ctx context.Context, sub access.Subject, kbID string)
 	if err != nil {
 		return KB{}, err
 	}
-	if _, err := PurgeDeleted(context.WithoutCancel(ctx), l.store.pool, l.vectors, l.objects, kbID); err != nil {
+	if _, err := l.store.PurgeDeleted(context.WithoutCancel(ctx), l.vectors, l.objects, kbID); err != nil {
 		l.log.Warn("purge deleted KB", "kb", kbID, "error", err)
 	}
 	return k, nil
@@ -120,7 +120,7 @@ func (l *Library) DeleteKB(ctx context.Context, sub access.Subject, kbID string)
 // and its keyword index is dropped, in tx. The caller purges after commit
 // (PurgeDeleted), or leaves it to the sweep.
 func (l *Library) DeleteKBTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string) (KB, error) {
-	k, err := l.store.Delete(ctx, tx, sub, kbID)
+	k, err := l.store.DeleteTx(ctx, tx, sub, kbID)
 	if err != nil {
 		return KB{}, err
 	}
@@ -149,7 +149,7 @@ func (l *Library) RecordBucketChangesTx(emit outbox.Emit, changes []notify.Chang
 }
 
 // ApplyBucketChange applies one bucket change to every KB bound to its
-// bucket (ApplyChange) in one transaction, then deletes what it removed:
+// bucket (Store.ApplyChangeTx) in one transaction, then deletes what it removed:
 // vectors and objects of deleted files. supported tells whether an object's
 // file name can be parsed. The outcomes are returned even with an error
 // (they describe the attempt, which did not commit).
@@ -159,7 +159,7 @@ func (l *Library) ApplyBucketChange(ctx context.Context, ch events.BucketObjectC
 	var removed []Removed
 	err := l.ob.Tx(ctx, l.store.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		outcomes, removed, err = ApplyChange(ctx, tx, emit, l.keyword, ch, supported)
+		outcomes, removed, err = l.store.ApplyChangeTx(ctx, tx, emit, l.keyword, ch, supported)
 		return err
 	})
 	if err != nil {
@@ -171,4 +171,13 @@ func (l *Library) ApplyBucketChange(ctx context.Context, ch events.BucketObjectC
 		}
 	}
 	return outcomes, nil
+}
+
+// FinishParse records a parsed file (Store.FinishParseTx) in its own outbox
+// transaction: document.parsed is published after commit. ErrStageLost: the
+// claimed parsing attempt f no longer holds the file.
+func (l *Library) FinishParse(ctx context.Context, f File, markdownKey string, images []Image) error {
+	return l.ob.Tx(ctx, l.store.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return l.store.FinishParseTx(ctx, tx, emit, f, markdownKey, images)
+	})
 }

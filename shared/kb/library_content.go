@@ -30,16 +30,16 @@ func (l *Library) ListFiles(ctx context.Context, sub access.Subject, kbID string
 	if _, err := l.KB(ctx, sub, kbID); err != nil {
 		return nil, 0, err
 	}
-	return ListFiles(ctx, l.store.pool, kbID, in)
+	return l.store.ListFiles(ctx, kbID, in)
 }
 
 // FileExists reports whether a KB sub may read holds a file by display name
-// or relative path (see the package function FileExists).
+// or relative path (see Store.FileExists).
 func (l *Library) FileExists(ctx context.Context, sub access.Subject, kbID, name string) (bool, error) {
 	if _, err := l.KB(ctx, sub, kbID); err != nil {
 		return false, err
 	}
-	return FileExists(ctx, l.store.pool, kbID, name)
+	return l.store.FileExists(ctx, kbID, name)
 }
 
 // File returns a file of a KB sub may read.
@@ -61,7 +61,7 @@ func (l *Library) Document(ctx context.Context, sub access.Subject, kbID, fileID
 	if err != nil {
 		return Document{}, err
 	}
-	chunks, err := FileChunks(ctx, l.store.pool, f.FileID)
+	chunks, err := l.store.FileChunks(ctx, f.FileID)
 	if err != nil {
 		return Document{}, err
 	}
@@ -186,7 +186,7 @@ func (l *Library) EditMarkdown(ctx context.Context, sub access.Subject, kbID, fi
 	if err != nil {
 		return File{}, failure.Invalid("invalid_revision", "revision must be the content_revision read with the content")
 	}
-	if _, err := l.store.GetManaged(ctx, l.store.pool, sub, kbID); err != nil {
+	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
 		return File{}, err
 	}
 	key := EditedMarkdownKey(kbID, fileID, time.Now())
@@ -197,7 +197,7 @@ func (l *Library) EditMarkdown(ctx context.Context, sub access.Subject, kbID, fi
 	var old *string
 	err = pgx.BeginFunc(ctx, l.store.pool, func(tx pgx.Tx) error {
 		var err error
-		f, old, err = ReplaceMarkdown(ctx, tx, kbID, fileID, key, rev)
+		f, old, err = l.store.ReplaceMarkdownTx(ctx, tx, kbID, fileID, key, rev)
 		return err
 	})
 	ctx = context.WithoutCancel(ctx)
@@ -219,7 +219,7 @@ func (l *Library) changeTree(ctx context.Context, sub access.Subject, kbID strin
 	change func(tx pgx.Tx) (File, error)) (File, error) {
 	var f File
 	err := pgx.BeginFunc(ctx, l.store.pool, func(tx pgx.Tx) error {
-		if _, err := l.store.GetManaged(ctx, tx, sub, kbID); err != nil {
+		if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
 			return err
 		}
 		var err error
@@ -230,24 +230,24 @@ func (l *Library) changeTree(ctx context.Context, sub access.Subject, kbID strin
 }
 
 // MoveFile moves a file or folder of a KB sub may manage under newParentID
-// (nil: the root; see the package function MoveFile).
+// (nil: the root; see Store.MoveFileTx).
 func (l *Library) MoveFile(ctx context.Context, sub access.Subject, kbID, fileID string, newParentID *string) (File, error) {
 	return l.changeTree(ctx, sub, kbID, func(tx pgx.Tx) (File, error) {
-		return MoveFile(ctx, tx, kbID, fileID, newParentID)
+		return l.store.MoveFileTx(ctx, tx, kbID, fileID, newParentID)
 	})
 }
 
 // RenameFolder renames a folder of a KB sub may manage.
 func (l *Library) RenameFolder(ctx context.Context, sub access.Subject, kbID, folderID, name string) (File, error) {
 	return l.changeTree(ctx, sub, kbID, func(tx pgx.Tx) (File, error) {
-		return RenameFolder(ctx, tx, kbID, folderID, name)
+		return l.store.RenameFolderTx(ctx, tx, kbID, folderID, name)
 	})
 }
 
 // CreateFolder makes a folder, created by sub, in a KB sub may manage.
 func (l *Library) CreateFolder(ctx context.Context, sub access.Subject, kbID, name string, parentID *string) (File, error) {
 	return l.changeTree(ctx, sub, kbID, func(tx pgx.Tx) (File, error) {
-		return CreateFolder(ctx, tx, kbID, name, parentID, sub.UID)
+		return l.store.CreateFolderTx(ctx, tx, kbID, name, parentID, sub.UID)
 	})
 }
 

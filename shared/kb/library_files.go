@@ -49,7 +49,7 @@ type Upload struct {
 // twice in a KB (409 duplicate_content; the stored object is deleted again).
 func (l *Library) Upload(ctx context.Context, sub access.Subject, kbID string,
 	open func() (filename string, body io.Reader, err error)) (Upload, error) {
-	if _, err := l.store.GetManaged(ctx, l.store.pool, sub, kbID); err != nil {
+	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
 		return Upload{}, err
 	}
 	filename, body, err := open()
@@ -180,7 +180,7 @@ func (l *Library) Register(ctx context.Context, sub access.Subject, kbID string,
 	if _, err := in.processing(); err != nil {
 		return nil, err
 	}
-	if _, err := l.store.GetManaged(ctx, l.store.pool, sub, kbID); err != nil {
+	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
 		return nil, err
 	}
 	hashes, err := l.uploadHashes(ctx, kbID, in.Items, in.ContentHashes)
@@ -205,7 +205,7 @@ func (l *Library) RegisterTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, s
 	if err != nil {
 		return nil, err
 	}
-	if _, err := l.store.GetManaged(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
 		return nil, err
 	}
 	nfs := make([]NewFile, 0, len(in.Items))
@@ -223,7 +223,7 @@ func (l *Library) RegisterTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, s
 		nfs = append(nfs, NewFile{Filename: UploadName(item), ObjectKey: item, ContentHash: in.ContentHashes[item], Size: info.Size,
 			ContentType: info.ContentType, ParentID: in.ParentID, CreatedBy: sub.UID, Processing: proc})
 	}
-	return AddFiles(ctx, tx, func(ps ...outbox.Pending) error {
+	return l.store.AddFilesTx(ctx, tx, func(ps ...outbox.Pending) error {
 		if !in.Parse {
 			return nil
 		}
@@ -317,17 +317,17 @@ func (l *Library) RemoveFiles(ctx context.Context, sub access.Subject, kbID stri
 // RemoveFilesTx is RemoveFiles' transaction; the caller deletes the returned
 // objects and flushes the owed vectors (FlushVectorDeletes) after commit.
 func (l *Library) RemoveFilesTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string, fileIDs []string) (Removed, error) {
-	if _, err := l.store.GetManaged(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
 		return Removed{}, err
 	}
-	return DeleteFiles(ctx, tx, l.keyword, kbID, fileIDs)
+	return l.store.DeleteFilesTx(ctx, tx, l.keyword, kbID, fileIDs)
 }
 
 // cleanup deletes what a committed deletion left in kbID: the vectors owed,
 // then the objects. What fails stays for the sweep (vectors) or is logged.
 func (l *Library) cleanup(ctx context.Context, kbID string, r Removed) {
 	if l.vectors != nil {
-		if _, err := FlushVectorDeletes(ctx, l.store.pool, l.vectors, kbID); err != nil {
+		if _, err := l.store.FlushVectorDeletes(ctx, l.vectors, kbID); err != nil {
 			l.log.Warn("delete vectors (the sweep retries)", "kb", kbID, "error", err)
 		}
 	}
@@ -340,8 +340,8 @@ func (l *Library) cleanup(ctx context.Context, kbID string, r Removed) {
 
 // Restage sends settled files of kbID, which sub must manage, back to a
 // stage — StatusUploaded (parse again) or StatusParsed (index again, with
-// chunking settings params when given) — and reports each file (see the
-// package function Restage).
+// chunking settings params when given) — and reports each file (see
+// Store.RestageTx).
 func (l *Library) Restage(ctx context.Context, sub access.Subject, kbID string, fileIDs []string, to string,
 	params json.RawMessage) ([]map[string]any, error) {
 	if len(fileIDs) == 0 || len(fileIDs) > maxBatch {
@@ -366,10 +366,10 @@ func (l *Library) Restage(ctx context.Context, sub access.Subject, kbID string, 
 // RestageTx is Restage in the caller's transaction, chunking already checked.
 func (l *Library) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, sub access.Subject, kbID string, fileIDs []string,
 	to string, chunking json.RawMessage) ([]map[string]any, error) {
-	if _, err := l.store.GetManaged(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
 		return nil, err
 	}
-	return Restage(ctx, tx, emit, kbID, fileIDs, to, chunking)
+	return l.store.RestageTx(ctx, tx, emit, kbID, fileIDs, to, chunking)
 }
 
 // RestagePending sends every file of kbID, which sub must manage, that waits
@@ -388,10 +388,10 @@ func (l *Library) RestagePending(ctx context.Context, sub access.Subject, kbID, 
 			chunking = params
 		}
 	}
-	if _, err := l.store.GetManaged(ctx, l.store.pool, sub, kbID); err != nil {
+	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
 		return 0, err
 	}
-	return RestagePending(ctx, l.store.pool, func(fn func(pgx.Tx, outbox.Emit) error) error {
+	return l.store.restagePending(ctx, func(fn func(pgx.Tx, outbox.Emit) error) error {
 		return l.ob.Tx(ctx, l.store.pool, fn)
 	}, kbID, statuses, to, chunking)
 }

@@ -178,7 +178,7 @@ func (e *env) parsedWithObjects(t *testing.T, lib *kb.Library, objs blob.Store, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := kb.ClaimParse(e.ctx, e.pool, files[0].FileID, time.Minute)
+	f, err := e.store.ClaimParse(e.ctx, files[0].FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,7 +189,7 @@ func (e *env) parsedWithObjects(t *testing.T, lib *kb.Library, objs blob.Store, 
 		}
 	}
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
-		return kb.FinishParse(e.ctx, tx, emit, f, mdKey, []kb.Image{{ObjectKey: imgKey, ContentType: "image/png", Size: 3}})
+		return e.store.FinishParseTx(e.ctx, tx, emit, f, mdKey, []kb.Image{{ObjectKey: imgKey, ContentType: "image/png", Size: 3}})
 	})
 	return e.load(t, f.FileID)
 }
@@ -219,7 +219,7 @@ func testLibraryRemoveFilesAndDeleteKB(t *testing.T, e *env) {
 	if err != nil || !slices.Equal(deleted, []string{gone.FileID}) {
 		t.Fatalf("RemoveFiles = %v, %v", deleted, err)
 	}
-	if _, err := kb.LoadFile(e.ctx, e.pool, gone.FileID); !errors.Is(err, kb.ErrFileNotFound) {
+	if _, err := e.store.LoadFile(e.ctx, gone.FileID); !errors.Is(err, kb.ErrFileNotFound) {
 		t.Fatalf("removed file still loads: %v", err)
 	}
 	if hits, _ := e.vec.Search(e.ctx, k.KBID, []float32{1, 0, 0}, 10, nil); len(hits) != 0 || len(e.owedDeletes(t, k.KBID)) != 0 {

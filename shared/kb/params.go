@@ -241,7 +241,7 @@ func ResolveChunking(layers ...json.RawMessage) (Chunking, error) {
 func (s *Store) SetRetrieval(ctx context.Context, sub access.Subject, kbID string, raw json.RawMessage) (Retrieval, error) {
 	var out Retrieval
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		k, err := s.GetManaged(ctx, tx, sub, kbID)
+		k, err := s.GetManagedTx(ctx, tx, sub, kbID)
 		if err != nil {
 			return err
 		}

@@ -93,7 +93,7 @@ func testRetrievalOverlayPrecedence(t *testing.T, e *env) {
 		}
 	}
 	// A reloaded KB reads the same saved options.
-	again, err := e.store.Get(e.ctx, e.pool, owner, k.KBID)
+	again, err := e.store.Get(e.ctx, owner, k.KBID)
 	if err != nil || again.Retrieval() != saved {
 		t.Fatalf("reloaded retrieval = %+v, %v", again.Retrieval(), err)
 	}
@@ -114,7 +114,7 @@ func testRetrievalOverlayPrecedence(t *testing.T, e *env) {
 
 	// Options saved in an unreadable shape fall back to the defaults.
 	e.exec(t, `UPDATE knowledge_bases SET query_params = '{"options":{"final_top_k":-1}}' WHERE kb_id = $1`, k.KBID)
-	broken, _ := e.store.Get(e.ctx, e.pool, owner, k.KBID)
+	broken, _ := e.store.Get(e.ctx, owner, k.KBID)
 	if broken.Retrieval() != kb.DefaultRetrieval() {
 		t.Fatalf("broken options read as %+v", broken.Retrieval())
 	}
@@ -167,7 +167,7 @@ func testSetRetrieval(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
-	cur, _ := e.store.Get(e.ctx, e.pool, owner, k.KBID)
+	cur, _ := e.store.Get(e.ctx, owner, k.KBID)
 	r := cur.Retrieval()
 	if r.FinalTopK != 7 || r.BM25TopK != 11 || r.RRFK != 12 || r.RecallTopK != 13 || r.VectorWeight != 0.25 || r.SearchMode != "keyword" {
 		t.Fatalf("after concurrent partial updates: %+v", r)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 )
@@ -28,15 +27,13 @@ type ObjectRemover interface {
 // purgers skip each other's work; a failure is recorded on the row (attempts,
 // last_error) and the row stays for the next sweep. It returns how many KBs
 // were purged.
-func PurgeDeleted(ctx context.Context, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, vs CollectionDropper, objs ObjectRemover, kbID string) (int, error) {
+func (s *Store) PurgeDeleted(ctx context.Context, vs CollectionDropper, objs ObjectRemover, kbID string) (int, error) {
 	n := 0
 	var errs []error
 	failed := map[string]bool{}
 	for {
 		var id string
-		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			var prefix string
 			err := tx.QueryRow(ctx, `SELECT kb_id, object_prefix FROM knowledge_base_purges
 				WHERE ($1 = '' OR kb_id = $1) AND NOT (kb_id = ANY($2)) ORDER BY created_at, kb_id
@@ -70,10 +67,8 @@ func PurgeDeleted(ctx context.Context, db interface {
 // no longer exists, and reports whether it did. A stage that lost its file
 // calls it: the KB may have been deleted — and purged — while the stage was
 // writing vectors or objects for it, which would otherwise outlive it.
-func OwePurgeIfGone(ctx context.Context, db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, kbID string) (bool, error) {
-	tag, err := db.Exec(ctx, `INSERT INTO knowledge_base_purges (kb_id, object_prefix)
+func (s *Store) OwePurgeIfGone(ctx context.Context, kbID string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `INSERT INTO knowledge_base_purges (kb_id, object_prefix)
 		SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM knowledge_bases WHERE kb_id = $1)
 		ON CONFLICT (kb_id) DO NOTHING`, kbID, ObjectPrefix(kbID))
 	if err != nil {

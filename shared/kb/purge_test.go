@@ -64,7 +64,7 @@ func TestPurgeDeletedKBs(t *testing.T) {
 	}
 	del := func(kbID string) {
 		e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-			_, err := e.store.Delete(e.ctx, tx, owner, kbID)
+			_, err := e.store.DeleteTx(e.ctx, tx, owner, kbID)
 			return err
 		})
 	}
@@ -80,7 +80,7 @@ func TestPurgeDeletedKBs(t *testing.T) {
 	}
 
 	// The object store fails: the row stays, with the error.
-	n, err := kb.PurgeDeleted(e.ctx, e.pool, e.vec, failingRemover{objs}, "")
+	n, err := e.store.PurgeDeleted(e.ctx, e.vec, failingRemover{objs}, "")
 	if err == nil || n != 0 {
 		t.Fatalf("purge with a failing store = %d, %v", n, err)
 	}
@@ -94,7 +94,7 @@ func TestPurgeDeletedKBs(t *testing.T) {
 	total := 0
 	for range 2 {
 		wg.Go(func() {
-			n, err := kb.PurgeDeleted(context.Background(), e.pool, e.vec, objs, "")
+			n, err := e.store.PurgeDeleted(context.Background(), e.vec, objs, "")
 			if err != nil {
 				t.Error(err)
 			}
@@ -113,7 +113,7 @@ func TestPurgeDeletedKBs(t *testing.T) {
 	if !hasCollection(kept.KBID) || objectCount(kept.KBID) != 2 {
 		t.Errorf("the other KB lost its collection (%v) or objects (%d)", hasCollection(kept.KBID), objectCount(kept.KBID))
 	}
-	if n, err := kb.PurgeDeleted(e.ctx, e.pool, e.vec, objs, ""); n != 0 || err != nil {
+	if n, err := e.store.PurgeDeleted(e.ctx, e.vec, objs, ""); n != 0 || err != nil {
 		t.Errorf("nothing owed, purge = %d, %v", n, err)
 	}
 
@@ -122,7 +122,7 @@ func TestPurgeDeletedKBs(t *testing.T) {
 	other := e.createKB(t, kb.CreateInput{})
 	seed(other.KBID)
 	del(other.KBID)
-	if n, err := kb.PurgeDeleted(e.ctx, e.pool, e.vec, objs, kept.KBID); n != 1 || err != nil {
+	if n, err := e.store.PurgeDeleted(e.ctx, e.vec, objs, kept.KBID); n != 1 || err != nil {
 		t.Fatalf("purge of %s = %d, %v", kept.KBID, n, err)
 	}
 	if c, _, _ := owed(other.KBID); c != 1 || objectCount(other.KBID) != 2 {
@@ -140,14 +140,14 @@ func TestOwePurgeIfGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := e.createKB(t, kb.CreateInput{})
-	if owed, err := kb.OwePurgeIfGone(e.ctx, e.pool, k.KBID); owed || err != nil {
+	if owed, err := e.store.OwePurgeIfGone(e.ctx, k.KBID); owed || err != nil {
 		t.Fatalf("a live KB: owed %v, %v", owed, err)
 	}
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := e.store.Delete(e.ctx, tx, owner, k.KBID)
+		_, err := e.store.DeleteTx(e.ctx, tx, owner, k.KBID)
 		return err
 	})
-	if n, err := kb.PurgeDeleted(e.ctx, e.pool, e.vec, objs, k.KBID); n != 1 || err != nil {
+	if n, err := e.store.PurgeDeleted(e.ctx, e.vec, objs, k.KBID); n != 1 || err != nil {
 		t.Fatalf("purge = %d, %v", n, err)
 	}
 	// An indexing stage still running writes a collection and an object.
@@ -157,13 +157,13 @@ func TestOwePurgeIfGone(t *testing.T) {
 	if _, err := objs.Put(e.ctx, kb.ObjectPrefix(k.KBID)+"files/f/content.md", strings.NewReader("late"), 4, ""); err != nil {
 		t.Fatal(err)
 	}
-	if owed, err := kb.OwePurgeIfGone(e.ctx, e.pool, k.KBID); !owed || err != nil {
+	if owed, err := e.store.OwePurgeIfGone(e.ctx, k.KBID); !owed || err != nil {
 		t.Fatalf("a deleted KB: owed %v, %v", owed, err)
 	}
-	if owed, err := kb.OwePurgeIfGone(e.ctx, e.pool, k.KBID); owed || err != nil {
+	if owed, err := e.store.OwePurgeIfGone(e.ctx, k.KBID); owed || err != nil {
 		t.Fatalf("owed twice: %v, %v", owed, err)
 	}
-	if n, err := kb.PurgeDeleted(e.ctx, e.pool, e.vec, objs, k.KBID); n != 1 || err != nil {
+	if n, err := e.store.PurgeDeleted(e.ctx, e.vec, objs, k.KBID); n != 1 || err != nil {
 		t.Fatalf("second purge = %d, %v", n, err)
 	}
 	if l, _ := objs.List(e.ctx, kb.ObjectPrefix(k.KBID)); len(l) != 0 {

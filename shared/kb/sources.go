@@ -51,7 +51,7 @@ func ParseSourceURI(uri string) (provider, bucket, key string, err error) {
 
 // AddSource binds a bucket to a KB sub manages.
 func (s *Store) AddSource(ctx context.Context, sub access.Subject, kbID, provider, bucket, prefix string) (Source, error) {
-	if _, err := s.GetManaged(ctx, s.pool, sub, kbID); err != nil {
+	if _, err := s.GetManaged(ctx, sub, kbID); err != nil {
 		return Source{}, err
 	}
 	if provider != "s3" && provider != "gcs" {
@@ -74,7 +74,7 @@ func (s *Store) AddSource(ctx context.Context, sub access.Subject, kbID, provide
 
 // Sources lists a KB's bindings (read access).
 func (s *Store) Sources(ctx context.Context, sub access.Subject, kbID string) ([]Source, error) {
-	if _, err := s.Get(ctx, s.pool, sub, kbID); err != nil {
+	if _, err := s.Get(ctx, sub, kbID); err != nil {
 		return nil, err
 	}
 	return sourcesWhere(ctx, s.pool, `kb_id = $1`, kbID)
@@ -82,7 +82,7 @@ func (s *Store) Sources(ctx context.Context, sub access.Subject, kbID string) ([
 
 // RemoveSource unbinds a bucket (files already ingested stay).
 func (s *Store) RemoveSource(ctx context.Context, sub access.Subject, kbID string, id int64) error {
-	if _, err := s.GetManaged(ctx, s.pool, sub, kbID); err != nil {
+	if _, err := s.GetManaged(ctx, sub, kbID); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM knowledge_sources WHERE kb_id = $1 AND id = $2`, kbID, id)
@@ -138,13 +138,13 @@ type ChangeOutcome struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// ApplyChange ingests or removes a bucket object for every KB bound to its
-// bucket and prefix, in tx. It is idempotent: a repeated notification of the
+// ApplyChangeTx ingests or removes a bucket object for every KB bound to its
+// bucket and prefix, in tx (Library.ApplyBucketChange runs it in its own). It is idempotent: a repeated notification of the
 // same object version changes nothing; a new version re-parses the file
 // (unchanged chunks keep their ids and vectors). supported tells whether an
 // object's file name can be parsed. Deleted files are returned for the
 // caller's post-commit cleanup.
-func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWriter, ch events.BucketObjectChanged,
+func (s *Store) ApplyChangeTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWriter, ch events.BucketObjectChanged,
 	supported func(filename string) bool) ([]ChangeOutcome, []Removed, error) {
 	sources, err := sourcesWhere(ctx, tx, `provider = $1 AND bucket = $2 AND starts_with($3, prefix)`, ch.Provider, ch.Bucket, ch.Key)
 	if err != nil {
@@ -187,7 +187,7 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 				out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "ignored", Reason: "a newer generation is ingested"})
 				continue
 			}
-			r, err := DeleteFiles(ctx, tx, kw, src.KBID, []string{cur.FileID})
+			r, err := s.DeleteFilesTx(ctx, tx, kw, src.KBID, []string{cur.FileID})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -218,7 +218,7 @@ func ApplyChange(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWri
 			out = append(out, ChangeOutcome{KBID: src.KBID, FileID: cur.FileID, Action: "updated"})
 			continue
 		}
-		files, err := AddFiles(ctx, tx, emit, src.KBID, []NewFile{{Filename: name, ObjectKey: uri, Size: ch.Size,
+		files, err := s.AddFilesTx(ctx, tx, emit, src.KBID, []NewFile{{Filename: name, ObjectKey: uri, Size: ch.Size,
 			Source: "bucket", SourceURI: uri, Version: version, CreatedBy: src.CreatedBy, Processing: Processing{AutoIndex: true}}})
 		if err != nil {
 			return nil, nil, err

@@ -23,7 +23,7 @@ func (e *env) apply(t *testing.T, ch events.BucketObjectChanged) ([]kb.ChangeOut
 	var rm []kb.Removed
 	e.tx(t, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		out, rm, err = kb.ApplyChange(e.ctx, tx, emit, e.kw, ch, supported)
+		out, rm, err = e.store.ApplyChangeTx(e.ctx, tx, emit, e.kw, ch, supported)
 		return err
 	})
 	return out, rm
@@ -114,7 +114,7 @@ func testApplyChange(t *testing.T, e *env) {
 	for range 4 {
 		wg.Go(func() {
 			_ = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-				_, _, err := kb.ApplyChange(e.ctx, tx, emit, e.kw, created, supported)
+				_, _, err := e.store.ApplyChangeTx(e.ctx, tx, emit, e.kw, created, supported)
 				return err
 			})
 		})
@@ -124,7 +124,7 @@ func testApplyChange(t *testing.T, e *env) {
 		if got := e.events(t, id); !slices.Equal(got, []string{events.TypeDocumentUploaded}) {
 			t.Fatalf("events of %s's file: %v, want one upload", kbID, got)
 		}
-		if fs, total, _ := kb.ListFiles(e.ctx, e.pool, kbID, kb.ListInput{}); total != 1 || fs[0].FileID != id {
+		if fs, total, _ := e.store.ListFiles(e.ctx, kbID, kb.ListInput{}); total != 1 || fs[0].FileID != id {
 			t.Fatalf("files of %s: %d", kbID, total)
 		}
 	}
@@ -137,7 +137,7 @@ func testApplyChange(t *testing.T, e *env) {
 		wg.Go(func() {
 			errs[i] = e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 				var err error
-				results[i], _, err = kb.ApplyChange(e.ctx, tx, emit, e.kw, fresh, supported)
+				results[i], _, err = e.store.ApplyChangeTx(e.ctx, tx, emit, e.kw, fresh, supported)
 				return err
 			})
 		})
@@ -215,7 +215,7 @@ func testApplyChange(t *testing.T, e *env) {
 			}
 		}
 	}
-	if _, err := kb.LoadFile(e.ctx, e.pool, f.FileID); err != kb.ErrFileNotFound {
+	if _, err := e.store.LoadFile(e.ctx, f.FileID); err != kb.ErrFileNotFound {
 		t.Fatalf("file after deletion: %v", err)
 	}
 	if ids := e.keywordIDs(t, k.KBID, "bucket"); len(ids) != 0 {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // Notifier publishes a KB's status notices (GET …/{kb_id}/events).
@@ -16,7 +15,7 @@ type Notifier interface {
 // Stage is what a stage's function shares: where status notices go and
 // how failures end. Both parse and index stages use it.
 type Stage struct {
-	DB          postgres.DB
+	Store       *Store
 	Notify      Notifier // nil: no notices
 	MaxAttempts int      // passing faults are retried this often, then the file ends in error
 	Log         *slog.Logger
@@ -48,7 +47,7 @@ func (s Stage) Fail(ctx context.Context, f File, cause error) error {
 		if fe, ok := failure.As(cause); ok {
 			msg = fe.Message
 		}
-		if _, err := FailStage(ctx, s.DB, f, msg); err != nil {
+		if _, err := s.Store.FailStage(ctx, f, msg); err != nil {
 			return err
 		}
 		status := StatusErrorParsing
@@ -59,7 +58,7 @@ func (s Stage) Fail(ctx context.Context, f File, cause error) error {
 		s.Log.Info("file stage failed", "kb", f.KBID, "file", f.FileID, "stage", f.Status, "error", cause)
 		return nil
 	}
-	if err := ReleaseStage(ctx, s.DB, f); err != nil {
+	if err := s.Store.ReleaseStage(ctx, f); err != nil {
 		s.Log.Warn("release file stage", "file", f.FileID, "stage", f.Status, "error", err)
 	}
 	return cause

@@ -54,12 +54,10 @@ type FileRecovery struct {
 // sweep marks it updated; the stage itself is left for the redelivered event
 // to reclaim), so frequent sweeps do not pile up events for one file.
 // Safe to run concurrently (rows are taken with SKIP LOCKED).
-func RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, db interface {
-	Begin(context.Context) (pgx.Tx, error)
-}, cfg SweepConfig) ([]FileRecovery, error) {
+func (store *Store) RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, cfg SweepConfig) ([]FileRecovery, error) {
 	cfg.defaults()
 	var out []FileRecovery
-	err := ob.Tx(ctx, db, func(tx pgx.Tx, emit outbox.Emit) error {
+	err := ob.Tx(ctx, store.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		rows, err := tx.Query(ctx, `SELECT file_id, kb_id, status, stage_attempts, coalesce(processing_params->>'auto_index', 'true') = 'true'
 			FROM knowledge_files
 			WHERE NOT is_folder AND (

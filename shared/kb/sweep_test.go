@@ -63,7 +63,7 @@ func TestRecoverStuckFiles(t *testing.T) {
 		add("old-"+s, s, hour, 1, true, "")
 	}
 	e.tx(t, func(tx pgx.Tx, _ outbox.Emit) error {
-		_, err := kb.CreateFolder(e.ctx, tx, k.KBID, "old folder", nil, owner.UID)
+		_, err := e.store.CreateFolderTx(e.ctx, tx, k.KBID, "old folder", nil, owner.UID)
 		return err
 	})
 	e.exec(t, `UPDATE knowledge_files SET updated_at = now() - interval '1 day' WHERE is_folder`)
@@ -72,7 +72,7 @@ func TestRecoverStuckFiles(t *testing.T) {
 		before[id] = len(e.events(t, id))
 	}
 
-	recs, err := kb.RecoverStuckFiles(e.ctx, e.ob, e.pool, cfg)
+	recs, err := e.store.RecoverStuckFiles(e.ctx, e.ob, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestRecoverStuckFiles(t *testing.T) {
 	}
 
 	// Once: a second sweep right away re-drives nothing.
-	recs, err = kb.RecoverStuckFiles(e.ctx, e.ob, e.pool, cfg)
+	recs, err = e.store.RecoverStuckFiles(e.ctx, e.ob, cfg)
 	if err != nil || len(recs) != 0 {
 		t.Fatalf("second sweep = %+v, %v; want nothing", recs, err)
 	}
@@ -127,18 +127,18 @@ func TestRecoverStuckFiles(t *testing.T) {
 	for id, n := range name {
 		switch n {
 		case "dead-parse":
-			if _, err := kb.ClaimParse(e.ctx, e.pool, id, cfg.ParseLease); err != nil {
+			if _, err := e.store.ClaimParse(e.ctx, id, cfg.ParseLease); err != nil {
 				t.Fatalf("reclaim %s: %v", n, err)
 			}
 		case "dead-index":
-			if _, err := kb.ClaimIndex(e.ctx, e.pool, id, cfg.IndexLease); err != nil {
+			if _, err := e.store.ClaimIndex(e.ctx, id, cfg.IndexLease); err != nil {
 				t.Fatalf("reclaim %s: %v", n, err)
 			}
 		}
 	}
 	// A file still stuck after another grace period is re-driven again.
 	e.exec(t, `UPDATE knowledge_files SET updated_at = now() - interval '1 hour' WHERE kb_id = $1 AND status = 'uploaded'`, k.KBID)
-	recs, err = kb.RecoverStuckFiles(e.ctx, e.ob, e.pool, cfg)
+	recs, err = e.store.RecoverStuckFiles(e.ctx, e.ob, cfg)
 	if err != nil || len(recs) != 2 { // lost-upload and new-upload
 		t.Fatalf("sweep after another grace period = %+v, %v", recs, err)
 	}
@@ -151,7 +151,7 @@ func TestRecoverStuckFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.exec(t, `INSERT INTO knowledge_vector_deletes (kb_id, chunk_id) VALUES ($1, 'c1'), ('kb_gone', 'c2')`, k.KBID)
-	if n, err := kb.FlushVectorDeletes(e.ctx, e.pool, e.vec, ""); err != nil || n != 2 {
+	if n, err := e.store.FlushVectorDeletes(e.ctx, e.vec, ""); err != nil || n != 2 {
 		t.Fatalf("flush of every KB = %d, %v", n, err)
 	}
 	if hits, _ := e.vec.Search(e.ctx, k.KBID, []float32{1, 0, 0}, 5, nil); len(hits) != 0 {

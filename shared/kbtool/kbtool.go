@@ -98,7 +98,7 @@ func (sc scope) kb(ctx context.Context, d Deps, kbID string) (kb.KB, error) {
 	if sc.allowed != nil && !slices.Contains(sc.allowed, kbID) {
 		return kb.KB{}, notAvailable(kbID)
 	}
-	k, err := d.KBs.Get(ctx, d.Pool, sc.sub, kbID)
+	k, err := d.KBs.Get(ctx, sc.sub, kbID)
 	if errors.Is(err, kb.ErrNotFound) {
 		return kb.KB{}, notAvailable(kbID)
 	}
@@ -217,7 +217,7 @@ func readDocument(ctx context.Context, d Deps, sc scope, kbID, fileID string) (s
 	if _, err := sc.kb(ctx, d, kbID); err != nil {
 		return "", err
 	}
-	f, err := kb.LoadFile(ctx, d.Pool, fileID)
+	f, err := d.KBs.LoadFile(ctx, fileID)
 	if err != nil || f.KBID != kbID || f.IsFolder {
 		return "", failure.NotFound("file_not_found", "file %q not found in knowledge base %q", fileID, kbID)
 	}
@@ -280,7 +280,7 @@ func (t searchFile) Invoke(ctx context.Context, c tool.Call) (tool.Result, error
 		if a.KBName != "" && len(ids) == 0 {
 			return nil, notAvailable(a.KBName)
 		}
-		files, total, err := kb.SearchFiles(ctx, t.d.Pool, ids, a.Query, a.Offset, a.Limit)
+		files, total, err := t.d.KBs.SearchFiles(ctx, ids, a.Query, a.Offset, a.Limit)
 		if err != nil {
 			return nil, err
 		}

@@ -45,7 +45,7 @@ func qualityOptions(mode, fusion string) kb.Retrieval {
 func figQuality(ctx context.Context, e *env, r *report) error {
 	r.section("[5] retrieval quality through the product's path: SciFact (BM25 baselines) and cmrc2018-dev (CJK check)",
 		"every corpus document is one Markdown file of a KB (default embedder builtin:hash-ngram-256, or YUXI_BENCH_EMBEDDING_MODEL at YUXI_BENCH_EMBEDDING_BASE_URL; default chunking), taken through "+
-			"the parse stage and kb-index's handler (chunk, embed, vectors, kb.CommitIndex with the keyword index); each judged query "+
+			"the parse stage and kb-index's handler (chunk, embed, vectors, kb.Store.CommitIndexTx with the keyword index); each judged query "+
 			"is answered by kb.Retriever.Query with final_top_k 100 (bm25_top_k and recall_top_k 100), chunks mapped to their "+
 			"file's document (first occurrence counts); nDCG@10 and Recall@100 as BEIR computes them (shared/retrievaleval); "+
 			"baselines: BEIR BM25 0.665 / R@100 0.908, Anserini flat BM25 0.679 / R@100 0.925 (published)")

@@ -158,7 +158,7 @@ func (noKeyword) Apply(context.Context, pgx.Tx, string, []string, []keyword.Doc)
 var chunkColumns = []string{"chunk_id", "kb_id", "file_id", "chunk_index", "content", "content_hash", "token_count",
 	"start_char_pos", "end_char_pos", "metadata"}
 
-// figCommit: chunk rows/s of kb.CommitIndex (one file's chunks, COPY into
+// figCommit: chunk rows/s of kb.Store.CommitIndexTx (one file's chunks, COPY into
 // knowledge_chunks) against psql \copy of the same rows into a table
 // created LIKE knowledge_chunks, on a database with the server's settings.
 func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset) error {
@@ -192,7 +192,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 	}
 	bytesPerRow := md.Len() / len(chunks)
 	r.detail("(b) chunk rows: one file of %d chunks (all of SciFact as one Markdown file, default chunking, ~%d bytes a row) per run; "+
-		"kb.CommitIndex in its own transaction (COPY into knowledge_chunks, the file and KB rows), once with a keyword writer that "+
+		"kb.Store.CommitIndexTx in its own transaction (COPY into knowledge_chunks, the file and KB rows), once with a keyword writer that "+
 		"writes nothing (the rows alone) and once with the keyword index (BM25 postings too); floor: `psql -c '\\copy bench_copy FROM file'` "+
 		"of the same rows, bench_copy created LIKE knowledge_chunks INCLUDING ALL (no foreign keys), psql's start included; "+
 		"%d rounds, order rotating; a database with the server's commit settings", len(chunks), bytesPerRow, copyRounds)
@@ -215,7 +215,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		noEmit := func(...outbox.Pending) error { return nil }
 		var f kb.File
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			fs, err := kb.AddFiles(ctx, tx, noEmit, k.KBID, []kb.NewFile{{Filename: fmt.Sprintf("scifact-%d.md", n),
+			fs, err := app.Knowledge.KBs.AddFilesTx(ctx, tx, noEmit, k.KBID, []kb.NewFile{{Filename: fmt.Sprintf("scifact-%d.md", n),
 				ObjectKey: kb.UploadKey(k.KBID, "scifact.md", time.Unix(0, int64(n))), Size: int64(md.Len()), CreatedBy: "bench"}})
 			if err == nil {
 				f = fs[0]
@@ -225,16 +225,16 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		if err != nil {
 			return f, err
 		}
-		if f, err = kb.ClaimParse(ctx, pool, f.FileID, time.Hour); err != nil {
+		if f, err = app.Knowledge.KBs.ClaimParse(ctx, f.FileID, time.Hour); err != nil {
 			return f, err
 		}
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			return kb.FinishParse(ctx, tx, noEmit, f, kb.MarkdownKey(k.KBID, f.FileID), nil)
+			return app.Knowledge.KBs.FinishParseTx(ctx, tx, noEmit, f, kb.MarkdownKey(k.KBID, f.FileID), nil)
 		})
 		if err != nil {
 			return f, err
 		}
-		return kb.ClaimIndex(ctx, pool, f.FileID, time.Hour)
+		return app.Knowledge.KBs.ClaimIndex(ctx, f.FileID, time.Hour)
 	}
 	commit := func(n int, kw kb.KeywordWriter) (time.Duration, error) {
 		f, err := claimed(n)
@@ -248,7 +248,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		}
 		t0 := time.Now()
 		err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			_, err := kb.CommitIndex(ctx, tx, kw, f, idx)
+			_, err := app.Knowledge.KBs.CommitIndexTx(ctx, tx, kw, f, idx)
 			return err
 		})
 		return time.Since(t0), err
@@ -313,7 +313,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 }
 
 // writeCopyRows writes chunks as rows of fileID in COPY's text format, as
-// kb.CommitIndex would insert them.
+// kb.Store.CommitIndexTx would insert them.
 func writeCopyRows(path, kbID, fileID string, chunks []chunk.Chunk) error {
 	f, err := os.Create(path)
 	if err != nil {

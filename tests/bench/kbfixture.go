@@ -188,15 +188,15 @@ func (kn *knowledge) create(ctx context.Context, e *env, name, additional string
 	if err := kn.app.Pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_chunks WHERE kb_id = $1`, k.KBID).Scan(&c.chunks); err != nil {
 		return nil, err
 	}
-	if c.kb, err = kn.app.Knowledge.KBs.Load(ctx, kn.app.Pool, k.KBID); err != nil {
+	if c.kb, err = kn.app.Knowledge.KBs.Load(ctx, k.KBID); err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// ingest registers docs as files of k (kb.AddFiles, as POST …/documents
+// ingest registers docs as files of k (kb.Store.AddFilesTx, as POST …/documents
 // does), runs each file's parse stage with its Markdown given (claim, store
-// the Markdown, kb.FinishParse: what doc-parse does after parsing) and then
+// the Markdown, kb.Store.FinishParseTx: what doc-parse does after parsing) and then
 // hands its document.parsed event to kb-index's handler, which chunks,
 // embeds, writes the vectors and commits the chunks and the keyword index.
 // workers files go through at once. Every file must end indexed.
@@ -212,7 +212,7 @@ func (kn *knowledge) ingest(ctx context.Context, h *indexdoc.Handler, k kb.KB, d
 				Size: int64(len(d.markdown)), ContentType: "text/markdown", CreatedBy: kn.sub.UID, Processing: kb.Processing{AutoIndex: true}}
 		}
 		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-			fs, err := kb.AddFiles(ctx, tx, noEmit, k.KBID, nfs)
+			fs, err := kn.app.Knowledge.KBs.AddFilesTx(ctx, tx, noEmit, k.KBID, nfs)
 			files = append(files, fs...)
 			return err
 		})
@@ -256,7 +256,7 @@ func (kn *knowledge) ingest(ctx context.Context, h *indexdoc.Handler, k kb.KB, d
 // Markdown given, then through kb-index's handler.
 func (kn *knowledge) parseAndIndex(ctx context.Context, h *indexdoc.Handler, f kb.File, md string) error {
 	pool := kn.app.Pool
-	f, err := kb.ClaimParse(ctx, pool, f.FileID, time.Hour)
+	f, err := kn.app.Knowledge.KBs.ClaimParse(ctx, f.FileID, time.Hour)
 	if err != nil {
 		return fmt.Errorf("claim parse %s: %w", f.FileID, err)
 	}
@@ -265,7 +265,7 @@ func (kn *knowledge) parseAndIndex(ctx context.Context, h *indexdoc.Handler, f k
 		return err
 	}
 	noEmit := func(...outbox.Pending) error { return nil }
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return kb.FinishParse(ctx, tx, noEmit, f, key, nil) }); err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return kn.app.Knowledge.KBs.FinishParseTx(ctx, tx, noEmit, f, key, nil) }); err != nil {
 		return fmt.Errorf("finish parse %s: %w", f.FileID, err)
 	}
 	return h.Parsed(ctx, events.DocumentParsed{KBID: f.KBID, FileID: f.FileID})

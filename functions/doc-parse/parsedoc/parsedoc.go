@@ -11,7 +11,8 @@
 // acknowledged; passing faults are retried, a bounded number of times.
 //
 // Imported by: functions/doc-parse (main), infra/local, tests.
-// May import: events, shared/*, pgx, the CloudEvents SDK.
+// May import: events, shared/*, the CloudEvents SDK (not pgx: kb.Store and
+// kb.Library own the transactions).
 package parsedoc
 
 import (
@@ -26,7 +27,6 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
@@ -36,7 +36,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
 // Parser turns a document into Markdown.
@@ -63,7 +62,6 @@ type Config struct {
 // Handler handles document.uploaded and bucket notifications.
 type Handler struct {
 	kbs     *kb.Store
-	ob      *outbox.Outbox
 	store   blob.Store
 	buckets Buckets
 	parser  Parser
@@ -88,9 +86,9 @@ func New(kbs *kb.Store, ob *outbox.Outbox, store blob.Store, buckets Buckets, pa
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{kbs: kbs, ob: ob, store: store, buckets: buckets, parser: parser, cfg: cfg, log: log,
+	return &Handler{kbs: kbs, store: store, buckets: buckets, parser: parser, cfg: cfg, log: log,
 		lib:   kb.NewLibrary(kb.LibraryDeps{Store: kbs, Objects: store, Outbox: ob, Keyword: kw, Vectors: vectors, Log: log}),
-		stage: kb.Stage{DB: poolOf(kbs), Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
+		stage: kb.Stage{Store: kbs, Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
 // Register adds the handlers to a function router.
@@ -134,8 +132,7 @@ func (h *Handler) crash(point string) {
 
 // Uploaded parses one file.
 func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) error {
-	pool := h.kbs.Pool()
-	f, err := kb.ClaimParse(ctx, pool, in.FileID, h.cfg.Lease)
+	f, err := h.kbs.ClaimParse(ctx, in.FileID, h.cfg.Lease)
 	switch {
 	case errors.Is(err, kb.ErrFileNotFound):
 		return nil // deleted meanwhile
@@ -155,9 +152,7 @@ func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) erro
 		return h.stage.Fail(ctx, f, err)
 	}
 	h.crash("parse.before_commit")
-	err = h.ob.Tx(ctx, pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		return kb.FinishParse(ctx, tx, emit, f, mdKey, imgs)
-	})
+	err = h.lib.FinishParse(ctx, f, mdKey, imgs)
 	if errors.Is(err, kb.ErrStageLost) {
 		return h.lost(ctx, f, mdKey, imgs)
 	}
@@ -173,11 +168,10 @@ func (h *Handler) Uploaded(ctx context.Context, in events.DocumentUploaded) erro
 // the file is gone, the objects just written are deleted, and if its KB is
 // gone (perhaps purged already) its purge is owed again.
 func (h *Handler) lost(ctx context.Context, f kb.File, mdKey string, imgs []kb.Image) error {
-	pool := h.kbs.Pool()
-	if _, err := kb.LoadFile(ctx, pool, f.FileID); !errors.Is(err, kb.ErrFileNotFound) {
+	if _, err := h.kbs.LoadFile(ctx, f.FileID); !errors.Is(err, kb.ErrFileNotFound) {
 		return nil
 	}
-	if owed, err := kb.OwePurgeIfGone(ctx, pool, f.KBID); err != nil || owed {
+	if owed, err := h.kbs.OwePurgeIfGone(ctx, f.KBID); err != nil || owed {
 		return err
 	}
 	keys := []string{mdKey}
@@ -331,13 +325,4 @@ func supported(filename string) bool {
 		}
 	}
 	return false
-}
-
-// poolOf is kbs's pool, or nil when kbs is (handlers built only to list
-// their routes).
-func poolOf(kbs *kb.Store) postgres.DB {
-	if kbs == nil {
-		return nil
-	}
-	return kbs.Pool()
 }

@@ -11,7 +11,7 @@
 // a search never sees a half-replaced file.
 //
 // Imported by: functions/kb-index (main), infra/local, tests.
-// May import: events, shared/*, pgx.
+// May import: events, shared/* (not pgx: kb.Store owns the transactions).
 package indexdoc
 
 import (
@@ -22,8 +22,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/chunk"
@@ -31,7 +29,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
-	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
@@ -85,7 +82,7 @@ func New(kbs *kb.Store, store blob.Store, kw kb.KeywordWriter, vectors Vectors, 
 		log = slog.Default()
 	}
 	return &Handler{kbs: kbs, store: store, kw: kw, vectors: vectors, embedders: embedders, cfg: cfg, log: log,
-		stage: kb.Stage{DB: poolOf(kbs), Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
+		stage: kb.Stage{Store: kbs, Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
 // Register adds the handler to a function router.
@@ -99,8 +96,7 @@ func (h *Handler) crash(point string) {
 
 // Parsed indexes one file.
 func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
-	pool := h.kbs.Pool()
-	f, err := kb.ClaimIndex(ctx, pool, in.FileID, h.cfg.Lease)
+	f, err := h.kbs.ClaimIndex(ctx, in.FileID, h.cfg.Lease)
 	switch {
 	case errors.Is(err, kb.ErrFileNotFound), errors.Is(err, kb.ErrBusy), errors.Is(err, kb.ErrNotReady):
 		return nil
@@ -113,7 +109,7 @@ func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
 		if errors.Is(err, kb.ErrStageLost) {
 			// The KB may be gone (deleted, perhaps purged, while this stage
 			// wrote vectors for it): what it wrote is owed to the sweep.
-			_, oerr := kb.OwePurgeIfGone(ctx, pool, f.KBID)
+			_, oerr := h.kbs.OwePurgeIfGone(ctx, f.KBID)
 			return oerr
 		}
 		return h.stage.Fail(ctx, f, err)
@@ -123,8 +119,7 @@ func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
 }
 
 func (h *Handler) index(ctx context.Context, f kb.File) error {
-	pool := h.kbs.Pool()
-	k, err := h.kbs.Load(ctx, pool, f.KBID)
+	k, err := h.kbs.Load(ctx, f.KBID)
 	if err != nil {
 		return err
 	}
@@ -160,7 +155,7 @@ func (h *Handler) index(ctx context.Context, f kb.File) error {
 	for i, c := range chunks {
 		indexed[i] = kb.IndexedChunk{ID: ids[i], Chunk: c}
 	}
-	existing, err := kb.ExistingChunks(ctx, pool, f.FileID)
+	existing, err := h.kbs.ExistingChunks(ctx, f.FileID)
 	if err != nil {
 		return err
 	}
@@ -168,17 +163,13 @@ func (h *Handler) index(ctx context.Context, f kb.File) error {
 		return err
 	}
 	h.crash("index.before_commit")
-	var removed []string
-	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		removed, err = kb.CommitIndex(ctx, tx, h.kw, f, indexed)
-		return err
-	})
+	removed, err := h.kbs.CommitIndex(ctx, h.kw, f, indexed)
 	if err != nil {
 		return err
 	}
 	h.crash("index.after_commit")
 	if len(removed) > 0 {
-		if _, err := kb.FlushVectorDeletes(ctx, pool, h.vectors, f.KBID); err != nil {
+		if _, err := h.kbs.FlushVectorDeletes(ctx, h.vectors, f.KBID); err != nil {
 			h.log.Warn("delete stale vectors (the sweep retries)", "kb", f.KBID, "error", err)
 		}
 	}
@@ -188,7 +179,6 @@ func (h *Handler) index(ctx context.Context, f kb.File) error {
 // embedNew embeds the chunks the file did not have (by content-derived id),
 // through the embedding cache, and upserts their vectors.
 func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb.File, chunks []kb.IndexedChunk, existing map[string]bool) error {
-	pool := h.kbs.Pool()
 	var todo []kb.IndexedChunk
 	for _, c := range chunks {
 		if !existing[c.ID] {
@@ -207,7 +197,7 @@ func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb
 		for i, c := range batch {
 			hashes[i] = c.Chunk.ContentHash
 		}
-		cached, err := kb.CachedEmbeddings(ctx, pool, em.Model(), hashes)
+		cached, err := h.kbs.CachedEmbeddings(ctx, em.Model(), hashes)
 		if err != nil {
 			return err
 		}
@@ -236,7 +226,7 @@ func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb
 				fresh[missing[i]] = v
 				cached[missing[i]] = v
 			}
-			if err := kb.CacheEmbeddings(ctx, pool, em.Model(), fresh); err != nil {
+			if err := h.kbs.CacheEmbeddings(ctx, em.Model(), fresh); err != nil {
 				return err
 			}
 		}
@@ -246,7 +236,7 @@ func (h *Handler) embedNew(ctx context.Context, k kb.KB, em embed.Embedder, f kb
 			items[i] = vector.Item{ID: c.ID, Group: f.FileID, Vector: cached[c.Chunk.ContentHash]}
 			ids[i] = c.ID
 		}
-		if err := kb.RecordVectorWrites(ctx, pool, f, ids); err != nil {
+		if err := h.kbs.RecordVectorWrites(ctx, f, ids); err != nil {
 			return err
 		}
 		if err := h.vectors.Upsert(ctx, k.KBID, items); err != nil {
@@ -264,13 +254,4 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// poolOf is kbs's pool, or nil when kbs is (handlers built only to list
-// their routes).
-func poolOf(kbs *kb.Store) postgres.DB {
-	if kbs == nil {
-		return nil
-	}
-	return kbs.Pool()
 }

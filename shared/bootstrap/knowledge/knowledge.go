@@ -217,7 +217,7 @@ type FileSweeper struct{ e *Engines }
 // Sweep implements dispatcher.Files.
 func (f FileSweeper) Sweep(ctx context.Context) error {
 	c, e := f.e.core, f.e
-	recs, err := kb.RecoverStuckFiles(ctx, c.Outbox, c.Pool, kb.SweepConfig{ParseLease: c.Config.FileLease,
+	recs, err := e.KBs.RecoverStuckFiles(ctx, c.Outbox, kb.SweepConfig{ParseLease: c.Config.FileLease,
 		IndexLease: c.Config.FileLease, Grace: c.Config.FileGrace})
 	for _, r := range recs {
 		c.Log.Info("sweep recovered file", "kb", r.KBID, "file", r.FileID, "status", r.Status, "action", r.Action)
@@ -225,8 +225,8 @@ func (f FileSweeper) Sweep(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = kb.FlushVectorDeletes(ctx, c.Pool, e.Vectors, "")
-	n, perr := kb.PurgeDeleted(ctx, c.Pool, e.Vectors, e.Blob, "")
+	_, err = e.KBs.FlushVectorDeletes(ctx, e.Vectors, "")
+	n, perr := e.KBs.PurgeDeleted(ctx, e.Vectors, e.Blob, "")
 	if n > 0 {
 		c.Log.Info("sweep purged deleted knowledge bases", "count", n)
 	}

@@ -1,0 +1,226 @@
+package indexdoc_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/embed"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/keyword"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
+	"github.com/yuxi-serverless/yuxi/shared/vector"
+)
+
+// env is one test's world: its own migrated PostgreSQL database (pgtest), a
+// local object store in a temporary directory, the real keyword index and
+// vector engine, the offline builtin embedder, and one knowledge base. The
+// outbox has no relay: events stay in the outbox table.
+type env struct {
+	ctx  context.Context
+	pool *pgxpool.Pool
+	kbs  *kb.Store
+	lib  *kb.Library
+	objs *blob.Local
+	ob   *outbox.Outbox
+	kw   *keyword.Index
+	vec  *vector.Postgres
+	em   *embedders
+	log  *slog.Logger // to the test's output, shown when it fails
+	kb   kb.KB
+}
+
+var admin = access.Subject{UID: "owner", Role: "admin"}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	pool, _ := pgtest.NewDatabase(t)
+	objs, err := blob.NewLocal(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := vector.NewPostgres(pool, vector.PostgresOptions{})
+	t.Cleanup(vec.Close)
+	e := &env{
+		ctx:  context.Background(),
+		pool: pool,
+		kbs:  kb.NewStore(pool, "builtin:hash-ngram-256", func(string) (int, error) { return 256, nil }),
+		objs: objs,
+		ob:   &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("kb-index-test")}},
+		kw:   keyword.New(pool, keyword.NewAnalyzer("simple"), keyword.Params{}),
+		vec:  vec,
+		em:   &embedders{},
+		log:  slog.New(slog.NewTextHandler(t.Output(), nil)),
+	}
+	e.lib = kb.NewLibrary(kb.LibraryDeps{Store: e.kbs, Objects: objs, Outbox: e.ob, Keyword: e.kw, Vectors: vec, Log: e.log})
+	e.kb = e.createKB(t, kb.CreateInput{Name: "index test"})
+	return e
+}
+
+func (e *env) createKB(t *testing.T, in kb.CreateInput) kb.KB {
+	t.Helper()
+	k, err := e.kbs.Create(e.ctx, admin, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// handler builds kb-index's handler over e, as functions/kb-index does.
+func (e *env) handler(cfg indexdoc.Config) *indexdoc.Handler {
+	return indexdoc.New(e.kbs, e.objs, e.kw, e.vec, e.em, nil, cfg, e.log)
+}
+
+// parsed registers a file of kbID and takes it through the parse stage with
+// md as its Markdown (stored at kb.MarkdownKey), as doc-parse does.
+func (e *env) parsed(t *testing.T, kbID, name, md string) kb.File {
+	t.Helper()
+	sum := sha256.Sum256([]byte(md))
+	var files []kb.File
+	err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		var err error
+		files, err = e.kbs.AddFilesTx(e.ctx, tx, emit, kbID, []kb.NewFile{{Filename: name,
+			ObjectKey: kb.UploadKey(kbID, name, time.Now()), ContentHash: hex.EncodeToString(sum[:]), Size: int64(len(md)),
+			CreatedBy: admin.UID, Processing: kb.Processing{AutoIndex: true}}})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := e.kbs.ClaimParse(e.ctx, files[0].FileID, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := kb.MarkdownKey(kbID, f.FileID)
+	if _, err := e.objs.Put(e.ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.lib.FinishParse(e.ctx, f, key, nil); err != nil {
+		t.Fatal(err)
+	}
+	return e.load(t, f.FileID)
+}
+
+// parsedEvent is the event doc-parse emits for f.
+func parsedEvent(f kb.File) events.DocumentParsed {
+	return events.DocumentParsed{KBID: f.KBID, FileID: f.FileID}
+}
+
+func (e *env) load(t *testing.T, fileID string) kb.File {
+	t.Helper()
+	f, err := e.kbs.LoadFile(e.ctx, fileID)
+	if err != nil {
+		t.Fatalf("load file %s: %v", fileID, err)
+	}
+	return f
+}
+
+func (e *env) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := e.pool.Exec(e.ctx, sql, args...); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func (e *env) count(t *testing.T, sql string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// strings runs a query of one text column, in its order.
+func (e *env) strings(t *testing.T, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := e.pool.Query(e.ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// chunkIDs lists fileID's chunks, by id.
+func (e *env) chunkIDs(t *testing.T, fileID string) []string {
+	return e.strings(t, `SELECT chunk_id FROM knowledge_chunks WHERE file_id = $1 ORDER BY chunk_id`, fileID)
+}
+
+// vectorIDs lists the vectors stored for fileID in kbID's collection, by id.
+func (e *env) vectorIDs(t *testing.T, kbID, fileID string) []string {
+	return e.strings(t, `SELECT id FROM vector_items WHERE collection = $1 AND grp = $2 ORDER BY id`, kbID, fileID)
+}
+
+// keywordIDs lists the documents of kbID's keyword index, by id.
+func (e *env) keywordIDs(t *testing.T, kbID string) []string {
+	return e.strings(t, `SELECT d.doc_id FROM keyword_docs d JOIN keyword_indexes i USING (index_no)
+		WHERE i.index_id = $1 ORDER BY d.doc_id`, kbID)
+}
+
+func (e *env) indexVersion(t *testing.T, kbID string) int {
+	return e.count(t, `SELECT index_version FROM knowledge_bases WHERE kb_id = $1`, kbID)
+}
+
+// embedders is the model registry of kb-index over the offline builtin
+// embedder ("builtin:hash-ngram-<dim>"), counting the texts it embeds. When
+// fail is set, embedding fails with it: the embedding service down.
+type embedders struct {
+	texts atomic.Int64
+	fail  atomic.Pointer[error]
+}
+
+func (m *embedders) Embedder(spec string, _ int) (embed.Embedder, error) {
+	d, ok := strings.CutPrefix(spec, "builtin:hash-ngram-")
+	n, err := strconv.Atoi(d)
+	if !ok || err != nil {
+		return nil, failure.Unprocessable("unknown_model", "no embedding model %s", spec)
+	}
+	return counting{embed.NewHashing(n), m}, nil
+}
+
+type counting struct {
+	*embed.Hashing
+	m *embedders
+}
+
+func (c counting) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if err := c.m.fail.Load(); err != nil {
+		return nil, *err
+	}
+	c.m.texts.Add(int64(len(texts)))
+	return c.Hashing.Embed(ctx, texts)
+}
+
+// document is Markdown long enough for several chunks of the default
+// chunking, each section about one harbour.
+func document(harbours ...string) string {
+	var b strings.Builder
+	for _, h := range harbours {
+		fmt.Fprintf(&b, "# %s\n\n", h)
+		for i := range 40 {
+			fmt.Fprintf(&b, "Line %d of the %s pilot notes: the tide at %s turns with the moon, and the pilots of %s wait for slack water. ", i, h, h, h)
+		}
+		b.WriteString("\n\n")
+	}
+	return b.String()
+}
