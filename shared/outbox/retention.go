@@ -29,9 +29,9 @@ import (
 //	step:<run>:<n>                   run.CompleteToolCall (fan-in)   expires
 //	step:<run>:<n>:r<k>, tool:…:r<k> run recovery sweep              expires
 //	tool:<run>:<call>                run.CommitStep                  expires
-//	uploaded:<file>:0                kb.AddFiles                     expires
-//	uploaded:<file>:v:<version>      kb.ApplyChange (bucket source)  expires
-//	parsed:<file>:<stage start>      kb.FinishParse                  expires
+//	uploaded:<file>:0                kb.Store.AddFilesTx             expires
+//	uploaded:<file>:v:<version>      kb.Store.ApplyChangeTx (bucket)  expires
+//	parsed:<file>:<stage start>      kb.Store.FinishParseTx          expires
 //
 // Why the expiring ones may expire: each is written in the same transaction
 // as a state transition that can happen only once, so no second write of the
