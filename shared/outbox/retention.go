@@ -30,7 +30,7 @@ import (
 //	step:<run>:<n>:r<k>, tool:…:r<k> run recovery sweep              expires
 //	tool:<run>:<call>                run.CommitStep                  expires
 //	uploaded:<file>:0                kb.Store.AddFilesTx             expires
-//	uploaded:<file>:v:<version>      kb.Store.ApplyChangeTx (bucket)  expires
+//	uploaded:<file>:v:<version>      kb.Store.ApplyChangeTx (bucket) expires
 //	parsed:<file>:<stage start>      kb.Store.FinishParseTx          expires
 //
 // Why the expiring ones may expire: each is written in the same transaction
