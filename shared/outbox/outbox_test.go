@@ -109,10 +109,28 @@ func TestRolledBackEventsAreNeverPublished(t *testing.T) {
 	if total, _ := published(t, pool); total != 0 {
 		t.Fatalf("rolled back event stored: %d rows", total)
 	}
+	// A committed event behind it is published: the rollback, not an idle
+	// relay, kept the first one out.
+	if err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return emit(outbox.Pending{Payload: events.SweepRequested{Reason: "committed"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, pool, 1)
+	if total, _ := published(t, pool); total != 1 {
+		t.Fatalf("rows after one rollback and one commit: %d, want 1", total)
+	}
+	var committed string
+	if err := pool.QueryRow(context.Background(), `SELECT event_id FROM outbox`).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case id := <-pub.ch:
-		t.Fatalf("rolled back event %s was published", id)
-	case <-time.After(50 * time.Millisecond):
+		if id != committed {
+			t.Fatalf("rolled back event %s was published", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the committed event never reached the publisher")
 	}
 }
 
