@@ -219,18 +219,26 @@ func TestATurnWithToolCallsFansOutAndDoesNotFinish(t *testing.T) {
 	}
 }
 
-func TestADuplicateStepReadyDoesNothingTwice(t *testing.T) {
+func TestDuplicateStepReadyDeliveriesDoNothingTwice(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	in := e.submit("hello")
 	e.model.Enqueue(llmtest.Text("once"))
 	ctx := ctxT(t)
 
-	if err := e.h.Handle(ctx, in); err != nil {
-		t.Fatalf("first delivery: %v", err)
+	// Two deliveries at once: one claims the step, the other finds it held
+	// (or already committed) and does nothing.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- e.h.Handle(ctx, in) }()
 	}
-	if r := e.run(in.RunID); r.Status != run.StatusCompleted {
-		t.Fatalf("first delivery did not complete the run: %s", r.Status)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("concurrent delivery: %v", err)
+		}
+	}
+	if r := e.run(in.RunID); r.Status != run.StatusCompleted || r.AttemptCount != 1 {
+		t.Fatalf("the deliveries did not complete the run in one attempt: %+v", r)
 	}
 	before := e.Stream.Read(in.RunID)
 	// The redelivery must not reach the model: NewServer fails the test on a

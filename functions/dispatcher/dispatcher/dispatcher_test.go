@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -149,7 +150,7 @@ func TestRunFinishedClosesTheStreamAndDispatchesTheQueueInOrder(t *testing.T) {
 	}
 }
 
-func TestADuplicateRunFinishedDispatchesNothingMore(t *testing.T) {
+func TestDuplicateRunFinishedDeliveriesDispatchOnce(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, dispatcher.Config{})
 	ctx := ctxT(t)
@@ -160,11 +161,29 @@ func TestADuplicateRunFinishedDispatchesNothingMore(t *testing.T) {
 	e.completeQuietly(*first.RunID)
 	ev := e.finished(*first.RunID)
 
-	if err := e.h.RunFinished(ctx, ev); err != nil {
-		t.Fatalf("RunFinished: %v", err)
+	// Redeliveries racing each other: exactly one dispatch among them.
+	const racing = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, racing)
+	for range racing {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- e.h.RunFinished(ctx, ev) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("RunFinished: %v", err)
+		}
 	}
 	if r := e.request(second.RequestID); r.Status != queue.RequestDispatched {
-		t.Fatalf("the first delivery did not dispatch: %+v", r)
+		t.Fatalf("the deliveries did not dispatch: %+v", r)
+	}
+	if n := e.runsOf(th); n != 2 {
+		t.Fatalf("%d concurrent deliveries left %d runs, want 2 (the finished one and one dispatched)", racing, n)
+	}
+	if n := e.Stream.Count(*first.RunID, runstream.EventEnd); n != 1 {
+		t.Fatalf("concurrent deliveries wrote %d end events, want 1", n)
 	}
 	runs, steps := e.runsOf(th), e.Count(`SELECT count(*) FROM outbox WHERE type = $1`, events.TypeStepReady)
 	streamLen := len(e.Stream.Read(*first.RunID))
