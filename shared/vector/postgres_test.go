@@ -278,8 +278,8 @@ func TestPostgresBackgroundRebuild(t *testing.T) {
 		t.Fatalf("deleted vectors returned: %v", hits)
 	}
 
-	// Quiet for RebuildDelay: the next search starts a rebuild.
-	time.Sleep(350 * time.Millisecond)
+	// Once the collection has been quiet for RebuildDelay, a search starts a
+	// rebuild: waitIndex keeps searching until that state is reached.
 	rebuilt := waitIndex(t, s, name, q, func(i vector.CacheInfo) bool {
 		return i.IndexVersion > built.IndexVersion && !i.Building
 	})
