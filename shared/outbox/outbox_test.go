@@ -83,6 +83,14 @@ func waitPublished(t *testing.T, pool *pgxpool.Pool, want int) {
 	}
 }
 
+// expireClaims ends every unpublished row's claim now, in the database's clock.
+func expireClaims(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), `UPDATE outbox SET claimed_until = now() - interval '1 second' WHERE published_at IS NULL`); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestRolledBackEventsAreNeverPublished(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewDatabase(t)
@@ -101,10 +109,28 @@ func TestRolledBackEventsAreNeverPublished(t *testing.T) {
 	if total, _ := published(t, pool); total != 0 {
 		t.Fatalf("rolled back event stored: %d rows", total)
 	}
+	// A committed event behind it is published: the rollback, not an idle
+	// relay, kept the first one out.
+	if err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		return emit(outbox.Pending{Payload: events.SweepRequested{Reason: "committed"}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitPublished(t, pool, 1)
+	if total, _ := published(t, pool); total != 1 {
+		t.Fatalf("rows after one rollback and one commit: %d, want 1", total)
+	}
+	var committed string
+	if err := pool.QueryRow(context.Background(), `SELECT event_id FROM outbox`).Scan(&committed); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case id := <-pub.ch:
-		t.Fatalf("rolled back event %s was published", id)
-	case <-time.After(50 * time.Millisecond):
+		if id != committed {
+			t.Fatalf("rolled back event %s was published", id)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the committed event never reached the publisher")
 	}
 }
 
@@ -139,7 +165,9 @@ func TestUnacknowledgedRowsAreRepublishedBySweepAfterClaimExpires(t *testing.T) 
 	pool, _ := pgtest.NewDatabase(t)
 	pub := newFlaky()
 	pub.failAll = errors.New("broker down")
-	ob := start(t, pool, pub, 300*time.Millisecond)
+	// The claim is long: it is expired in the database below, when the
+	// relay has let go of the row, rather than slept through.
+	ob := start(t, pool, pub, time.Minute)
 	err := ob.Tx(context.Background(), pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		return emit(outbox.Pending{Payload: events.SweepRequested{Reason: "first"}})
 	})
@@ -150,11 +178,12 @@ func TestUnacknowledgedRowsAreRepublishedBySweepAfterClaimExpires(t *testing.T) 
 	for i := 0; i < 3; i++ {
 		<-pub.ch
 	}
+	ob.Relay.Wait() // the relay gave up on the row (no claim renewals follow)
 	// While the writer's claim lasts, a sweep must not take the row.
 	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 0 {
 		t.Fatalf("sweep took a claimed row: %d %v", n, err)
 	}
-	time.Sleep(350 * time.Millisecond)
+	expireClaims(t, pool)
 	n, err := ob.Relay.Sweep(context.Background())
 	if err != nil || n != 1 {
 		t.Fatalf("sweep after claim expiry: %d %v", n, err)
@@ -168,7 +197,12 @@ func TestUnacknowledgedRowsAreRepublishedBySweepAfterClaimExpires(t *testing.T) 
 	pub.mu.Lock()
 	pub.failAll = nil
 	pub.mu.Unlock()
-	time.Sleep(350 * time.Millisecond)
+	ob.Relay.Wait()
+	// While the sweep's claim lasts, another sweep must not take the row either.
+	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 0 {
+		t.Fatalf("sweep took a row claimed by the previous sweep: %d %v", n, err)
+	}
+	expireClaims(t, pool)
 	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 1 {
 		t.Fatalf("second sweep: %d %v", n, err)
 	}

@@ -62,11 +62,14 @@ func TestExpiredLeaseIsTakenOverAndTheOldOwnerCannotCommit(t *testing.T) {
 	t.Parallel()
 	f, id := started(t)
 	ctx := context.Background()
-	old, err := f.Runs.Claim(ctx, id, 1, "old", 50*time.Millisecond)
+	old, err := f.Runs.Claim(ctx, id, 1, "old", time.Minute)
 	if err != nil || old.Outcome != run.Claimed || old.Retry {
 		t.Fatal(old, err)
 	}
-	time.Sleep(80 * time.Millisecond) // let the lease expire (the clock is the database's)
+	if c, _ := f.Runs.Claim(ctx, id, 1, "new", time.Minute); c.Outcome != run.Busy {
+		t.Fatalf("a live lease was taken over: %s", c.Outcome)
+	}
+	expireLease(t, f, id)
 	fresh, err := f.Runs.Claim(ctx, id, 1, "new", time.Minute)
 	if err != nil || fresh.Outcome != run.Claimed || !fresh.Retry || fresh.Attempt != 2 {
 		t.Fatalf("takeover: %+v %v", fresh, err)

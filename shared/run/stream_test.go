@@ -2,12 +2,10 @@ package run_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/yuxi-serverless/yuxi/shared/redistest"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/run/runtest"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -17,42 +15,16 @@ import (
 type streamed struct {
 	*runtest.Fixture
 	runs *run.Store
-	read func(runID string) []streamEntry
-}
-
-type streamEntry struct {
-	Event   string
-	Payload map[string]any
+	read func(runID string) []runtest.StreamEntry
 }
 
 func newStreamed(t *testing.T) streamed {
 	t.Helper()
-	f := runtest.New(t)
-	rdb, prefix := redistest.New(t)
-	cfg := runstream.Config{Prefix: prefix}
-	w := runstream.NewWriter(rdb, cfg)
-	read := func(runID string) []streamEntry {
-		t.Helper()
-		msgs, err := rdb.XRange(context.Background(), cfg.RunKey(runID), "-", "+").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []streamEntry
-		for _, m := range msgs {
-			var env runstream.Envelope
-			if err := json.Unmarshal([]byte(m.Values["payload"].(string)), &env); err != nil {
-				t.Fatal(err)
-			}
-			var p map[string]any
-			_ = json.Unmarshal(env.Payload, &p)
-			out = append(out, streamEntry{Event: env.Event, Payload: p})
-		}
-		return out
-	}
-	return streamed{Fixture: f, runs: run.NewStore(f.Pool, f.Outbox, w, nil), read: read}
+	f := runtest.NewStreamed(t)
+	return streamed{Fixture: f, runs: f.Runs, read: f.Stream.Read}
 }
 
-func eventNames(entries []streamEntry) []string {
+func eventNames(entries []runtest.StreamEntry) []string {
 	out := make([]string, len(entries))
 	for i, e := range entries {
 		out[i] = e.Event
@@ -60,7 +32,7 @@ func eventNames(entries []streamEntry) []string {
 	return out
 }
 
-func sameEvents(got []streamEntry, want ...string) bool {
+func sameEvents(got []runtest.StreamEntry, want ...string) bool {
 	g := eventNames(got)
 	if len(g) != len(want) {
 		return false

@@ -23,9 +23,7 @@ func TestSweepRedrivesAStepWhoseLeaseExpired(t *testing.T) {
 	}
 	// The worker dies; its lease runs out (set in the past rather than slept
 	// through, so a busy machine cannot expire it before the check above).
-	if _, err := f.Pool.Exec(ctx, `UPDATE agent_runs SET lease_expires_at = clock_timestamp() - interval '1 second' WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	expireLease(t, f, id)
 	recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour})
 	if err != nil || len(recs) != 1 || recs[0].Action != "redrive_step" {
 		t.Fatalf("recover: %+v %v", recs, err)
@@ -45,10 +43,10 @@ func TestSweepGivesUpAfterMaxRecoveries(t *testing.T) {
 	f, id := started(t)
 	ctx := context.Background()
 	for i := 0; i < 3; i++ {
-		if c, _ := f.Runs.Claim(ctx, id, 1, "flaky", 10*time.Millisecond); c.Outcome != run.Claimed {
+		if c, _ := f.Runs.Claim(ctx, id, 1, "flaky", time.Minute); c.Outcome != run.Claimed {
 			t.Fatalf("claim %d: %s", i, c.Outcome)
 		}
-		time.Sleep(25 * time.Millisecond)
+		expireLease(t, f, id)
 		recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour, MaxRecoveries: 2})
 		if err != nil || len(recs) != 1 {
 			t.Fatalf("round %d: %+v %v", i, recs, err)
@@ -72,11 +70,14 @@ func TestSweepEndsCancelRequestedRunsWhoseWorkerDied(t *testing.T) {
 	t.Parallel()
 	f, id := started(t)
 	ctx := context.Background()
-	f.Runs.Claim(ctx, id, 1, "dead", 10*time.Millisecond)
+	if c, _ := f.Runs.Claim(ctx, id, 1, "dead", time.Minute); c.Outcome != run.Claimed {
+		t.Fatal(c.Outcome)
+	}
 	if _, outcome, err := f.Runs.RequestCancel(ctx, "alice", id); err != nil || outcome != run.CancelRequested {
 		t.Fatal(outcome, err)
 	}
-	time.Sleep(25 * time.Millisecond)
+	// The worker died while the cancel was on its way.
+	expireLease(t, f, id)
 	recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour})
 	if err != nil || len(recs) != 1 || recs[0].Action != "cancelled" || recs[0].Run.Status != run.StatusCancelled {
 		t.Fatalf("%+v %v", recs, err)
@@ -96,8 +97,11 @@ func TestSweepRedrivesPendingToolCallsOfAStaleRun(t *testing.T) {
 	if _, err := f.Runs.CompleteToolCall(ctx, run.ToolResult{RunID: id, ToolCallID: "t1", Status: "success"}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(30 * time.Millisecond)
-	recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: 20 * time.Millisecond})
+	// No progress for longer than Stale (the clock moved back rather than slept through).
+	if _, err := f.Pool.Exec(ctx, `UPDATE agent_runs SET last_progress_at = clock_timestamp() - interval '2 hours' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := f.Runs.RecoverStuck(ctx, run.SweepConfig{Stale: time.Hour})
 	if err != nil || len(recs) != 1 || recs[0].Action != "redrive_tools" {
 		t.Fatalf("%+v %v", recs, err)
 	}
@@ -126,5 +130,16 @@ func TestCancelPendingRunEndsItAtOnce(t *testing.T) {
 	}
 	if _, _, err := f.Runs.RequestCancel(ctx, "bob", id); err == nil {
 		t.Error("another user cancelled the run")
+	}
+}
+
+// expireLease ends the lease of run id's worker now, in the database's clock
+// (rather than sleeping through a short lease, which a busy machine can
+// stretch either way).
+func expireLease(t *testing.T, f *runtest.Fixture, id string) {
+	t.Helper()
+	if _, err := f.Pool.Exec(context.Background(), `UPDATE agent_runs SET lease_expires_at = clock_timestamp() - interval '1 second'
+		WHERE id = $1 AND lease_expires_at IS NOT NULL`, id); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -187,4 +187,16 @@ func TestBatcherEmptyFlushWritesNothing(t *testing.T) {
 	if n := rdb.XLen(ctx, w.Config().RunKey("r")).Val(); n != 0 {
 		t.Fatalf("empty batcher wrote %d entries", n)
 	}
+	// The same kind of batcher with one chunk writes it: the emptiness, not
+	// an inert batcher, kept the stream empty above.
+	b2 := w.NewBatcher("r2", "t", 0, 0)
+	if err := b2.Add(ctx, textChunk{Response: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := batches(t, rdb, w, "r2"); len(got) != 1 || len(got[0]) != 1 || got[0][0].Response != "x" {
+		t.Fatalf("one chunk: %+v, want one batch of it", got)
+	}
 }

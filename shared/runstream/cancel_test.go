@@ -79,6 +79,9 @@ func TestWatchCancelStopReleasesWithoutFiring(t *testing.T) {
 	w := NewWriter(rdb, Config{Prefix: prefix})
 
 	fired, stop := w.WatchCancel(ctx, "r")
+	if n := w.cancels.watching(); n != 1 {
+		t.Fatalf("%d runs watched, want the one just registered", n)
+	}
 	stop()
 	stop() // idempotent
 	if err := w.SignalCancel(ctx, "r"); err != nil {
@@ -100,6 +103,9 @@ func TestWatchCancelEndsWithContext(t *testing.T) {
 	w := NewWriter(rdb, Config{Prefix: prefix})
 	ctx, cancel := context.WithCancel(context.Background())
 	fired, stop := w.WatchCancel(ctx, "r")
+	if n := w.cancels.watching(); n != 1 {
+		t.Fatalf("%d runs watched, want the one just registered", n)
+	}
 	cancel()
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
@@ -112,5 +118,8 @@ func TestWatchCancelEndsWithContext(t *testing.T) {
 	case <-fired:
 		t.Fatal("ctx ending fired the cancel channel")
 	default:
+	}
+	if n := w.cancels.watching(); n != 0 {
+		t.Fatalf("%d runs still watched after ctx ended and stop", n)
 	}
 }

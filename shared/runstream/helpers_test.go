@@ -11,7 +11,52 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/yuxi-serverless/yuxi/shared/redistest"
 )
+
+// namedClient returns a client of the test server whose connections carry
+// name, so that CLIENT LIST tells them apart from other tests' connections
+// (a Hub's blocking reader copies its client's options, name included).
+func namedClient(t testing.TB, name string) *redis.Client {
+	t.Helper()
+	opt, err := redis.ParseURL(redistest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.ClientName = name
+	c := redis.NewClient(opt)
+	t.Cleanup(func() { _ = c.Close() })
+	// Connect once before a Hub copies the options: go-redis edits them
+	// during its first handshake (as redistest.New's ping does for its clients).
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitBlockedRead waits until a connection named name is blocked in XREAD:
+// the state a Hub's reader is in between wake-ups.
+func waitBlockedRead(t testing.TB, rdb *redis.Client, name string) {
+	t.Helper()
+	waitFor(t, "a blocked XREAD on "+name, 5*time.Second, func() bool {
+		list, err := rdb.ClientList(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(list, "\n") {
+			f := map[string]string{}
+			for _, kv := range strings.Fields(line) {
+				k, v, _ := strings.Cut(kv, "=")
+				f[k] = v
+			}
+			if f["name"] == name && f["cmd"] == "xread" && strings.Contains(f["flags"], "b") {
+				return true
+			}
+		}
+		return false
+	})
+}
 
 // startHub runs a Hub until the test ends.
 func startHub(t testing.TB, rdb *redis.Client, cfg Config) *Hub {

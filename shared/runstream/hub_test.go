@@ -138,14 +138,21 @@ func TestHubSubscribeWakesABlockedReaderPromptly(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	cfg := Config{Prefix: prefix, ReadBlock: time.Minute}
 	w := NewWriter(rdb, cfg)
-	hub := startHub(t, rdb, cfg)
+	reader := prefix + "reader"
+	hub := startHub(t, namedClient(t, reader), cfg)
 
 	first := hub.Subscribe(hub.RunKey("a"), "0-0")
 	defer first.Close()
 	<-first.CaughtUp()
-	// Let the reader block on {a, wake}.
-	waitFor(t, "reader blocked with a", 5*time.Second, func() bool { return hub.Stats().Streams == 1 })
-	time.Sleep(50 * time.Millisecond)
+	// Wait until the reader blocks on {a, wake}: a live entry of a came
+	// through the shared read (so a is in its read set), and the next read
+	// is blocked.
+	waitFor(t, "a followed", 5*time.Second, func() bool { return hub.Stats().Streams == 1 })
+	if _, err := w.Append(context.Background(), "a", "", EventCustom, nil); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, first, 1, 5*time.Second)
+	waitBlockedRead(t, rdb, reader)
 
 	sub := hub.Subscribe(hub.RunKey("b"), CursorNew)
 	defer sub.Close()
@@ -249,15 +256,17 @@ func TestHubIdleSubscribersCostOnlyTheSharedRead(t *testing.T) {
 	t.Parallel()
 	rdb, prefix := redistest.New(t)
 	cfg := Config{Prefix: prefix, ReadBlock: 5 * time.Second}
-	hub := startHub(t, rdb, cfg)
+	reader := prefix + "reader"
+	hub := startHub(t, namedClient(t, reader), cfg)
 	for i := range 50 {
 		sub := hub.Subscribe(hub.RunKey(fmt.Sprint("idle", i)), "0-0")
 		defer sub.Close()
 		<-sub.CaughtUp()
 	}
 	waitFor(t, "50 streams followed", 5*time.Second, func() bool { return hub.Stats().Streams == 50 })
-	time.Sleep(100 * time.Millisecond) // let the wake-ups settle
+	waitBlockedRead(t, rdb, reader) // the wake-ups settled
 	before := hub.Stats().Reads
+	// An observation window, not a wait for a state: nothing may happen in it.
 	time.Sleep(1500 * time.Millisecond)
 	if d := hub.Stats().Reads - before; d > 1 {
 		t.Fatalf("50 idle subscribers caused %d XREADs in 1.5s with a 5s block", d)

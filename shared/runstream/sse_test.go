@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,8 +115,19 @@ func TestServeStreamEndsAtMaxDuration(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	cfg := Config{Prefix: prefix}
 	hub := startHub(t, rdb, cfg)
+	id, err := NewWriter(rdb, cfg).Append(context.Background(), "r", "", EventCustom, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const maxDuration = 100 * time.Millisecond
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		_ = ServeStream(rw, r, hub, hub.RunKey("r"), "0-0", StreamOptions{MaxDuration: 100 * time.Millisecond}, StreamHooks{})
+		_ = ServeStream(rw, r, hub, hub.RunKey("r"), "0-0", StreamOptions{MaxDuration: maxDuration}, StreamHooks{
+			Entries: func(_ context.Context, sw *EventWriter, batch []Entry) (bool, error) {
+				for _, e := range batch {
+					sw.Event(e.Event, e.ID, e.Data)
+				}
+				return false, nil
+			}})
 	}))
 	defer srv.Close()
 	start := time.Now()
@@ -124,11 +136,18 @@ func TestServeStreamEndsAtMaxDuration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if _, err := io.ReadAll(resp.Body); err != nil {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Fatalf("response lasted %s", d)
+	d := time.Since(start)
+	// It served the stream (the backlog) and then ended, not before its
+	// maximum duration (the stream has no end event) and not much after.
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "id: "+id+"\n") {
+		t.Fatalf("status %d, body %q: want the stream's entry %s", resp.StatusCode, body, id)
+	}
+	if d < maxDuration || d > 5*time.Second {
+		t.Fatalf("response lasted %s, want its maximum duration %s", d, maxDuration)
 	}
 	waitFor(t, "subscription released", 5*time.Second, func() bool { return hub.Stats().Subscriptions == 0 })
 }

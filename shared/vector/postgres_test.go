@@ -152,7 +152,7 @@ func TestPostgresTombstonePurge(t *testing.T) {
 	poolB, err := postgres.Open(ctx(t), url, 4)
 	must(t, err)
 	t.Cleanup(poolB.Close)
-	a := openPostgres(t, poolA, vector.PostgresOptions{TombstoneTTL: time.Microsecond})
+	a := openPostgres(t, poolA, vector.PostgresOptions{TombstoneTTL: time.Hour})
 	b := openPostgres(t, poolB, vector.PostgresOptions{})
 
 	name := vectortest.Name(t)
@@ -162,7 +162,9 @@ func TestPostgresTombstonePurge(t *testing.T) {
 	searchIDs(t, b, name, q, 10) // B's copy: 10 vectors
 
 	must(t, a.Delete(ctx(t), name, []string{"c1"}))
-	time.Sleep(5 * time.Millisecond)
+	// c1's tombstone outlives its TTL (its clock moved back rather than slept through).
+	_, err = poolA.Exec(ctx(t), `UPDATE vector_tombstones SET deleted_at = now() - interval '2 hours' WHERE collection = $1 AND id = 'c1'`, name)
+	must(t, err)
 	must(t, a.Delete(ctx(t), name, []string{"c2"})) // purges c1's tombstone
 	var tombstones int
 	must(t, poolA.QueryRow(ctx(t), `SELECT count(*) FROM vector_tombstones WHERE collection = $1`, name).Scan(&tombstones))
@@ -276,8 +278,8 @@ func TestPostgresBackgroundRebuild(t *testing.T) {
 		t.Fatalf("deleted vectors returned: %v", hits)
 	}
 
-	// Quiet for RebuildDelay: the next search starts a rebuild.
-	time.Sleep(350 * time.Millisecond)
+	// Once the collection has been quiet for RebuildDelay, a search starts a
+	// rebuild: waitIndex keeps searching until that state is reached.
 	rebuilt := waitIndex(t, s, name, q, func(i vector.CacheInfo) bool {
 		return i.IndexVersion > built.IndexVersion && !i.Building
 	})

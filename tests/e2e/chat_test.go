@@ -181,14 +181,25 @@ func TestQueuedRequestRunsAfterTheActiveOne(t *testing.T) {
 	defer cancel()
 	var reqEvents []testkit.Event
 	done := make(chan error, 1)
+	firstEvent := make(chan struct{})
 	go func() {
 		_, err := c.Stream(ctx, second["request_events_url"].(string), "", func(e testkit.Event) bool {
 			reqEvents = append(reqEvents, e)
+			if len(reqEvents) == 1 {
+				close(firstEvent)
+			}
 			return e.Event != "run_created"
 		})
 		done <- err
 	}()
-	time.Sleep(200 * time.Millisecond) // let the request stream report the queued position first
+	// The request stream reports the queued position before the first run may end.
+	select {
+	case <-firstEvent:
+	case err := <-done:
+		t.Fatalf("the request stream ended before its first event: %v", err)
+	case <-ctx.Done():
+		t.Fatal("no event on the request stream")
+	}
 	close(hold)
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
 // Package runtest is a test fixture for the run domain: a fresh database, an
 // outbox whose relay records published events instead of delivering them,
-// the stores, and helpers to make users, threads and runs.
+// the stores, helpers to make users, threads and runs, and (NewStreamed) a
+// real Redis run stream with a reader.
 //
-// Imported by: tests only. May import: shared/*, events, pgx, the
+// Imported by: tests only. May import: shared/*, events, pgx, go-redis, the
 // CloudEvents SDK, testing.
 package runtest
 
@@ -85,6 +86,8 @@ type Fixture struct {
 	Threads  *thread.Store
 	Queue    *queue.Service
 	Tools    *tool.Registry
+	// Stream is set by NewStreamed: the Redis run stream Runs writes to.
+	Stream *Stream
 }
 
 // New builds a fixture; everything is released when t ends.
