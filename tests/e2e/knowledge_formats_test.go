@@ -328,6 +328,8 @@ func TestKnowledgeFormats(t *testing.T) {
 		}
 		c.OK("POST", "/api/knowledge/databases/"+kbID+"/documents/index", map[string]any{"file_ids": []string{id2}})
 		c.WaitFile(kbID, id2, ingestWait, "indexed")
+		// The notice travels after the commit: wait for it, not only the row.
+		watch.Wait(t, id2, "indexed", 1, ingestWait)
 		if hits := c.Search(kbID, "narwhal almanac", map[string]any{"search_mode": "keyword"}); len(hits) == 0 || hits[0]["file_id"] != id2 {
 			t.Errorf("after indexing: %v", hits)
 		}
