@@ -43,11 +43,12 @@ type Entry struct {
 // Run must be running for subscriptions to receive live entries. A Hub is
 // safe for concurrent use.
 type Hub struct {
-	rdb     *redis.Client
-	cfg     Config
-	log     *slog.Logger
-	wakeKey string
-	wake    chan struct{} // capacity 1: coalesced wake requests
+	rdb      *redis.Client
+	blockOpt redis.Options // of the blocking XREAD client, copied in NewHub
+	cfg      Config
+	log      *slog.Logger
+	wakeKey  string
+	wake     chan struct{} // capacity 1: coalesced wake requests
 
 	mu      sync.Mutex
 	state   hubState
@@ -97,12 +98,13 @@ func NewHub(rdb *redis.Client, cfg Config, log *slog.Logger) *Hub {
 	b := make([]byte, 8)
 	_, _ = rand.Read(b)
 	return &Hub{
-		rdb:     rdb,
-		cfg:     cfg,
-		log:     log,
-		wakeKey: cfg.Prefix + "hub:wake:" + hex.EncodeToString(b),
-		wake:    make(chan struct{}, 1),
-		streams: make(map[string]*hubStream),
+		rdb:      rdb,
+		blockOpt: blockingOptions(rdb, cfg.ReadBlock),
+		cfg:      cfg,
+		log:      log,
+		wakeKey:  cfg.Prefix + "hub:wake:" + hex.EncodeToString(b),
+		wake:     make(chan struct{}, 1),
+		streams:  make(map[string]*hubStream),
 	}
 }
 
@@ -415,7 +417,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	h.state = hubRunning
 	h.mu.Unlock()
 
-	blocking := newBlockingClient(h.rdb, h.cfg.ReadBlock)
+	blocking := redis.NewClient(&h.blockOpt)
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // unblock the XREAD at shutdown: go-redis ignores cancellation mid-read
@@ -585,10 +587,13 @@ func (h *Hub) wakeLoop(ctx context.Context) {
 	}
 }
 
-// newBlockingClient returns a one-connection client with rdb's options for
-// the blocking XREAD, so it never holds a connection of rdb's pool. Its read
-// timeout exceeds the block time.
-func newBlockingClient(rdb *redis.Client, block time.Duration) *redis.Client {
+// blockingOptions are the options of a one-connection client with rdb's
+// settings for the blocking XREAD, so it never holds a connection of rdb's
+// pool. Its read timeout exceeds the block time. They are copied when the
+// hub is made (NewHub), not when it runs: go-redis writes to a client's
+// options while it makes its first connection, so copying them from a client
+// already in use races with that write.
+func blockingOptions(rdb *redis.Client, block time.Duration) redis.Options {
 	opt := *rdb.Options()
 	if opt.MaintNotificationsConfig != nil {
 		c := *opt.MaintNotificationsConfig
@@ -603,5 +608,5 @@ func newBlockingClient(rdb *redis.Client, block time.Duration) *redis.Client {
 	opt.MaxActiveConns = 1
 	opt.ReadTimeout = block + 5*time.Second
 	opt.ConnMaxIdleTime = 0
-	return redis.NewClient(&opt)
+	return opt
 }
