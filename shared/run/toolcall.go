@@ -56,8 +56,8 @@ func scanToolCall(row pgx.Row) (ToolCall, error) {
 var ErrToolCallNotFound = errors.New("tool call not found")
 
 // GetToolCall loads one tool call of a run.
-func GetToolCall(ctx context.Context, db postgres.DB, runID, toolCallID string) (ToolCall, error) {
-	t, err := scanToolCall(db.QueryRow(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2`, runID, toolCallID))
+func (s *Store) GetToolCall(ctx context.Context, runID, toolCallID string) (ToolCall, error) {
+	t, err := scanToolCall(s.pool.QueryRow(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2`, runID, toolCallID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, ErrToolCallNotFound
 	}
@@ -200,8 +200,13 @@ func interruptInfo(output *string) (kind, msg string) {
 }
 
 // InterruptedCalls returns the calls of run id still waiting for the user.
-func InterruptedCalls(ctx context.Context, db postgres.DB, runID string) ([]ToolCall, error) {
-	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
+func (s *Store) InterruptedCalls(ctx context.Context, runID string) ([]ToolCall, error) {
+	return s.InterruptedCallsTx(ctx, s.pool, runID)
+}
+
+// InterruptedCallsTx is InterruptedCalls through tx.
+func (s *Store) InterruptedCallsTx(ctx context.Context, tx postgres.DB, runID string) ([]ToolCall, error) {
+	return queryToolCalls(ctx, tx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
 }
 
 func queryToolCalls(ctx context.Context, db postgres.DB, sql string, args ...any) ([]ToolCall, error) {
@@ -221,10 +226,11 @@ func queryToolCalls(ctx context.Context, db postgres.DB, sql string, args ...any
 	return out, rows.Err()
 }
 
-// AnswerInterrupted records the user's answer as the result of every call of
-// run id that waits for the user: {"questions": …, "answer": answer}.
-func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json.RawMessage) (int, error) {
-	calls, err := InterruptedCalls(ctx, tx, runID)
+// AnswerInterruptedTx records, inside the caller's transaction tx, the
+// user's answer as the result of every call of run id that waits for the
+// user: {"questions": …, "answer": answer}.
+func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string, answer json.RawMessage) (int, error) {
+	calls, err := s.InterruptedCallsTx(ctx, tx, runID)
 	if err != nil {
 		return 0, err
 	}
@@ -247,14 +253,14 @@ func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json
 	return len(calls), nil
 }
 
-// PendingToolCalls returns the calls of a run step that have not finished.
-func PendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
+// pendingToolCalls returns the calls of a run step that have not finished.
+func pendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
 	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
 }
 
 // ToolCallIDs returns the tool call ids already used in a run.
-func ToolCallIDs(ctx context.Context, db postgres.DB, runID string) (map[string]bool, error) {
-	rows, err := db.Query(ctx, `SELECT tool_call_id FROM tool_calls WHERE run_id = $1`, runID)
+func (s *Store) ToolCallIDs(ctx context.Context, runID string) (map[string]bool, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tool_call_id FROM tool_calls WHERE run_id = $1`, runID)
 	if err != nil {
 		return nil, err
 	}

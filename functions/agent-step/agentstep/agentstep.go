@@ -325,7 +325,7 @@ func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewTo
 	if len(calls) == 0 {
 		return nil, nil
 	}
-	used, err := run.ToolCallIDs(ctx, s.h.runs.Pool(), s.r.ID)
+	used, err := s.h.runs.ToolCallIDs(ctx, s.r.ID)
 	if err != nil {
 		return nil, err
 	}

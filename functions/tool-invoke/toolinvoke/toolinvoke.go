@@ -80,8 +80,7 @@ func (h *Handler) crash(point string) {
 
 // Handle runs one tool call.
 func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error {
-	pool := h.runs.Pool()
-	tc, err := run.GetToolCall(ctx, pool, in.RunID, in.ToolCallID)
+	tc, err := h.runs.GetToolCall(ctx, in.RunID, in.ToolCallID)
 	if errors.Is(err, run.ErrToolCallNotFound) {
 		return faas.Permanent(fmt.Errorf("unknown tool call %s of run %s", in.ToolCallID, in.RunID))
 	}
@@ -91,7 +90,7 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	if tc.Status != run.ToolPending {
 		return nil // already recorded
 	}
-	r, err := run.Load(ctx, pool, in.RunID)
+	r, err := h.runs.Get(ctx, in.RunID)
 	if err != nil {
 		return err
 	}
