@@ -137,7 +137,7 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 }
 
 func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
-	out.RunID, out.ThreadID, out.ToolCallID = r.ID, r.ThreadID, tc.ToolCallID
+	out.RunID, out.ThreadID, out.ToolCallID, out.StepNo = r.ID, r.ThreadID, tc.ToolCallID, tc.StepNo
 	if out.Status != run.ToolCancelled {
 		data := runstream.ToolEventData{Event: runstream.ToolFinished}
 		switch out.Status {
