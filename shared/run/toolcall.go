@@ -55,13 +55,25 @@ func scanToolCall(row pgx.Row) (ToolCall, error) {
 // ErrToolCallNotFound: no such tool call in the run.
 var ErrToolCallNotFound = errors.New("tool call not found")
 
-// GetToolCall loads one tool call of a run.
-func (s *Store) GetToolCall(ctx context.Context, runID, toolCallID string) (ToolCall, error) {
-	t, err := scanToolCall(s.pool.QueryRow(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2`, runID, toolCallID))
+// GetToolCallAndRun loads one tool call of a run together with its run, in
+// one statement (what tool-invoke needs before it runs the call).
+func (s *Store) GetToolCallAndRun(ctx context.Context, runID, toolCallID string) (ToolCall, Run, error) {
+	var (
+		t       ToolCall
+		r       Run
+		payload []byte
+	)
+	dest := append([]any{&t.ID, &t.RunID, &t.StepNo, &t.MessageID, &t.Index, &t.ToolCallID, &t.Name, &t.Input, &t.Output,
+		&t.Status, &t.Error, &t.CreatedAt, &t.FinishedAt}, runDest(&r, &payload)...)
+	err := s.pool.QueryRow(ctx, `SELECT `+prefixed("t", toolCols)+`, `+prefixed("r", runCols)+`
+		FROM tool_calls t JOIN agent_runs r ON r.id = t.run_id WHERE t.run_id = $1 AND t.tool_call_id = $2`, runID, toolCallID).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, ErrToolCallNotFound
+		return t, r, ErrToolCallNotFound
 	}
-	return t, err
+	if err != nil {
+		return t, r, fmt.Errorf("load tool call %s of run %s: %w", toolCallID, runID, err)
+	}
+	return t, r, decodePayload(&r, payload)
 }
 
 // ToolResult is the outcome of running one tool call.

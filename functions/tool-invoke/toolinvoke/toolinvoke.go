@@ -80,7 +80,7 @@ func (h *Handler) crash(point string) {
 
 // Handle runs one tool call.
 func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error {
-	tc, err := h.runs.GetToolCall(ctx, in.RunID, in.ToolCallID)
+	tc, r, err := h.runs.GetToolCallAndRun(ctx, in.RunID, in.ToolCallID)
 	if errors.Is(err, run.ErrToolCallNotFound) {
 		return faas.Permanent(fmt.Errorf("unknown tool call %s of run %s", in.ToolCallID, in.RunID))
 	}
@@ -89,10 +89,6 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	}
 	if tc.Status != run.ToolPending {
 		return nil // already recorded
-	}
-	r, err := h.runs.Get(ctx, in.RunID)
-	if err != nil {
-		return err
 	}
 	if run.IsTerminal(r.Status) {
 		return nil // the run ended (e.g. cancelled): nothing waits for this call
