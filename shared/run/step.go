@@ -2,6 +2,8 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -54,13 +56,15 @@ type StepResult struct {
 }
 
 // CommitStep writes the step record, the assistant message, its tool calls
-// and the resulting events in one transaction. ErrDuplicateStep when the step
+// and the resulting events in one transaction. Tool calls get run-unique ids
+// first (a provider's id that is missing, too long or already used in the run
+// is replaced); StepResult.ToolCalls are the calls as written. ErrDuplicateStep when the step
 // was already committed; ErrLeaseLost when the caller's attempt no longer owns
 // the run.
 //
 // The transaction takes two network round trips: the first batch opens it,
-// locks the run as its lease holder (the exactly-once guard) and reserves the
-// message ids; the second writes everything else — the step record among
+// locks the run as its lease holder (the exactly-once guard), reserves the
+// message ids and reads the run's tool call ids; the second writes everything else — the step record among
 // it — and commits.
 func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error) {
 	var res StepResult
@@ -95,6 +99,12 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	b1.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id')), nextval('transcript_seq')`).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&res.MessageID, &seq)
 	})
+	var used []string
+	if len(c.ToolCalls) > 0 {
+		b1.Queue(`SELECT coalesce(array_agg(tool_call_id), '{}') FROM tool_calls WHERE run_id = $1`, c.Run.ID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&used)
+		})
+	}
 	if err := conn.SendBatch(ctx, b1).Close(); err != nil {
 		return rollback(fmt.Errorf("lock run for step: %w", err))
 	}
@@ -104,6 +114,7 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	if !owned {
 		return rollback(ErrLeaseLost)
 	}
+	c.ToolCalls = uniqueToolCallIDs(c.StepNo, c.ToolCalls, used)
 
 	meta := map[string]any{"step_no": c.StepNo, "attempt": c.Owner.Attempt, "stream_message_id": c.StreamMessageID, "model_spec": c.ModelSpec}
 	if c.Reasoning != "" {
@@ -185,6 +196,30 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	}
 	s.outbox.Publish(ctx, rows)
 	return res, nil
+}
+
+// uniqueToolCallIDs gives every call a run-unique id: providers may repeat
+// ids across turns or send none; the id is only a correlation key, so
+// renaming is safe. used are the ids the run already has.
+func uniqueToolCallIDs(stepNo int, calls []NewToolCall, used []string) []NewToolCall {
+	if len(calls) == 0 {
+		return calls
+	}
+	seen := make(map[string]bool, len(used)+len(calls))
+	for _, id := range used {
+		seen[id] = true
+	}
+	out := make([]NewToolCall, 0, len(calls))
+	for i, c := range calls {
+		if c.ID == "" || seen[c.ID] || len(c.ID) > 200 {
+			b := make([]byte, 4)
+			_, _ = rand.Read(b)
+			c.ID = fmt.Sprintf("call_%d_%d_%s", stepNo, i, hex.EncodeToString(b))
+		}
+		seen[c.ID] = true
+		out = append(out, c)
+	}
+	return out
 }
 
 func pendingCount(outcome string, n int) int {

@@ -388,21 +388,3 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 func pendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
 	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
 }
-
-// ToolCallIDs returns the tool call ids already used in a run.
-func (s *Store) ToolCallIDs(ctx context.Context, runID string) (map[string]bool, error) {
-	rows, err := s.pool.Query(ctx, `SELECT tool_call_id FROM tool_calls WHERE run_id = $1`, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
-}

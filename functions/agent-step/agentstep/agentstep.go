@@ -291,10 +291,7 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 // commit writes the turn and publishes what follows from it.
 func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) error {
 	h, r := s.h, s.r
-	calls, err := s.toolCalls(ctx, out.resp.ToolCalls)
-	if err != nil {
-		return s.release(ctx, err)
-	}
+	calls := toolCalls(out.resp.ToolCalls)
 	u := run.Usage{InputTokens: out.resp.Usage.InputTokens, OutputTokens: out.resp.Usage.OutputTokens,
 		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
@@ -319,26 +316,17 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 	return nil
 }
 
-// toolCalls gives every call a run-unique id: providers may repeat ids across
-// turns or send none; the id is only a correlation key, so renaming is safe.
-func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewToolCall, error) {
+// toolCalls converts the model's calls; run gives each a run-unique id as it
+// commits them.
+func toolCalls(calls []llm.ToolCall) []run.NewToolCall {
 	if len(calls) == 0 {
-		return nil, nil
-	}
-	used, err := s.h.runs.ToolCallIDs(ctx, s.r.ID)
-	if err != nil {
-		return nil, err
+		return nil
 	}
 	out := make([]run.NewToolCall, 0, len(calls))
-	for i, c := range calls {
-		id := c.ID
-		if id == "" || used[id] || len(id) > 200 {
-			id = fmt.Sprintf("call_%d_%d_%s", s.in.StepNo, i, nonce())
-		}
-		used[id] = true
-		out = append(out, run.NewToolCall{ID: id, Name: c.Name, Arguments: c.Arguments})
+	for _, c := range calls {
+		out = append(out, run.NewToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	return out, nil
+	return out
 }
 
 // finish ends the run at this step boundary (as the lease holder); run
