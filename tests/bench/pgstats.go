@@ -206,6 +206,8 @@ func (t *commitCounter) classifyLocked(s *txState, sql string, inBatch bool) {
 		}
 		if t.on { // an implicit single-statement transaction
 			switch {
+			case w && strings.Contains(sql, "UPDATE OUTBOX SET PUBLISHED_AT"):
+				t.counts.ack++ // the relay's acknowledgement, one statement
 			case w && asyncConfig:
 				t.counts.async++
 			case w:
