@@ -301,6 +301,7 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
+		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
 	}
 	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
@@ -314,6 +315,19 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 	// the run, are written by run (best effort; run.finished guarantees them).
 	h.runs.StreamStep(ctx, c, res)
 	return nil
+}
+
+// usedToolCallIDs are the tool call ids of the thread's transcript: every
+// call of the run is in it (each step's message enters it), and the ids of
+// earlier runs only make renaming a little more likely.
+func usedToolCallIDs(transcript []run.Entry) []string {
+	var ids []string
+	for _, e := range transcript {
+		for _, tc := range e.ToolCalls {
+			ids = append(ids, tc.ID)
+		}
+	}
+	return ids
 }
 
 // toolCalls converts the model's calls; run gives each a run-unique id as it
