@@ -96,6 +96,10 @@ type ToolResult struct {
 	// recorded (not for a duplicate), ahead of the closing events when the
 	// result ended the run.
 	Stream []runstream.OnceEvent
+	// StreamAfter, when set, delays appending Stream until it is closed: an
+	// append of the caller's, still under way, whose events come first (tool
+	// -invoke's tool-started event, sent off its critical path).
+	StreamAfter <-chan struct{}
 }
 
 // FanIn reports what completing a tool call did.
@@ -118,6 +122,9 @@ type FanIn struct {
 // interrupted result, take the general transaction (completeToolCallTx).
 func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
 	out, err := s.completeToolCall(ctx, res)
+	if err == nil && !out.Duplicate && res.StreamAfter != nil {
+		<-res.StreamAfter
+	}
 	switch {
 	case err != nil || out.Duplicate:
 	case out.Interrupted:

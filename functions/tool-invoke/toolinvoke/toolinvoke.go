@@ -97,9 +97,16 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	if r.Status == run.StatusCancelRequested {
 		return h.record(ctx, r, tc, run.ToolResult{Status: run.ToolCancelled}, tool.Result{})
 	}
-	h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
+	// The tool-started event is appended while the tool runs and its result
+	// is recorded; run appends tool-finished only after it (StreamAfter).
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
+	}()
 	res, err = h.invoke(ctx, r, tc)
 	if err != nil {
+		<-started
 		return err // infrastructure failure: retried
 	}
 	out := run.ToolResult{Status: run.ToolSuccess, Output: truncate(res.Output, h.cfg.MaxOutput)}
@@ -110,6 +117,7 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	case res.IsError:
 		out.Status, out.Error = run.ToolError, truncate(res.Output, 4000)
 	}
+	out.StreamAfter = started
 	return h.record(ctx, r, tc, out, res)
 }
 
