@@ -257,8 +257,10 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			return s.forward(streamCtx, b, msgID, d)
 		})
 		if err == nil {
+			// Buffered, not urgent: the Close below appends them with the
+			// last tokens in one round trip (urgent was one per call).
 			for i, tc := range resp.ToolCalls {
-				_ = b.AddUrgent(ctx, toolCallChunk(r, msgID, i, tc))
+				_ = b.Add(ctx, toolCallChunk(r, msgID, i, tc))
 			}
 		}
 		_ = b.Close(context.WithoutCancel(ctx))
