@@ -92,6 +92,26 @@ func level(sub access.Subject, a Agent) access.Level {
 // (an invisible agent is indistinguishable from a missing one).
 func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, slug string) (Agent, error) {
 	a, err := scanAgent(db.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1`, slug))
+	return visible(a, err, sub, slug)
+}
+
+// QueueGet queues Get's read on b, to be sent in a pipeline with the
+// caller's other statements (queue reads the agent in the round trip that
+// locks the thread); done receives Get's result when the batch's results are
+// read. The batch itself fails only when the statement does.
+func (s *Store) QueueGet(b *pgx.Batch, sub access.Subject, slug string, done func(Agent, error)) {
+	b.Queue(`SELECT `+agentCols+` FROM agents WHERE slug = $1`, slug).QueryRow(func(row pgx.Row) error {
+		a, err := scanAgent(row)
+		done(visible(a, err, sub, slug))
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return nil
+	})
+}
+
+// visible is Get's result for a read agent a (or the read's error).
+func visible(a Agent, err error, sub access.Subject, slug string) (Agent, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Agent{}, ErrNotFound
 	}

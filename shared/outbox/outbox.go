@@ -217,6 +217,48 @@ func (w Writer) QueueWrite(ctx context.Context, b *pgx.Batch, rows *[]Row, pendi
 	return nil
 }
 
+// CTE is one event's insert rendered as a data-modifying CTE of a caller's
+// statement (see Writer.InsertCTE).
+type CTE struct {
+	SQL  string // `name AS (INSERT INTO outbox … SELECT … FROM guard … RETURNING id)`
+	Args []any  // its arguments, numbered from the first one the caller gave
+	ev   cloudevents.Event
+}
+
+// Row is the row the CTE wrote, given the id the caller's statement returned
+// for it (`(SELECT id FROM name)`): ok is false when nothing was written (the
+// guard yielded no row, or the dedupe key skipped it).
+func (c CTE) Row(id *int64) (Row, bool) {
+	if id == nil {
+		return Row{}, false
+	}
+	return Row{ID: *id, Event: c.ev}, true
+}
+
+// InsertCTE renders the insert of p as a CTE named name for a caller that
+// writes its state change and the event in one statement, committed on its
+// own: the event is written once when the CTE named guard (an earlier CTE of
+// the caller's WITH, yielding at most one row) yields a row, and not at all
+// when it yields none. Its arguments are numbered from $first. Keys that
+// outlive their row (retention.go) take a second table and are refused here:
+// write them with Write or QueueWrite.
+func (w Writer) InsertCTE(ctx context.Context, p Pending, name, guard string, first int) (CTE, error) {
+	if keepsKey(p.DedupeKey) {
+		return CTE{}, fmt.Errorf("outbox: kept key %q cannot be written as a CTE", p.DedupeKey)
+	}
+	ins, err := w.insert(ctx, p)
+	if err != nil {
+		return CTE{}, err
+	}
+	n := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+	sql := name + ` AS (INSERT INTO outbox (event_id, type, source, subject, data, extensions, dedupe_key, claimed_until)
+		SELECT ` + n(0) + `::text, ` + n(1) + `::text, ` + n(2) + `::text, NULLIF(` + n(3) + `::text, ''), ` + n(4) + `::jsonb, ` +
+		n(5) + `::jsonb, ` + n(6) + `::text, now() + ` + n(7) + `::interval FROM ` + guard + `
+		ON CONFLICT (dedupe_key) DO NOTHING
+		RETURNING id)`
+	return CTE{SQL: sql, Args: ins.args, ev: ins.ev}, nil
+}
+
 // Publish hands rows committed by a caller-managed transaction to the relay.
 func (o *Outbox) Publish(ctx context.Context, rows []Row) {
 	if o.Relay != nil && len(rows) > 0 {

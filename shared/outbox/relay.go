@@ -247,19 +247,12 @@ func (r *Relay) flushAcks(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	tx, err := r.pool.Begin(ctx)
-	if err != nil {
+	// One statement, its own transaction, not awaited on disk (set_config(…,
+	// true) lasts for the statement's transaction): an acknowledgement lost in
+	// a database crash only means the sweep publishes the row again.
+	if _, err := r.pool.Exec(ctx, `WITH cfg AS (SELECT set_config('synchronous_commit', 'off', true))
+		UPDATE outbox SET published_at = now() FROM cfg WHERE id = ANY($1) AND published_at IS NULL`, ids); err != nil {
 		r.log.Error("outbox ack", "error", err)
-		return
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck
-	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err == nil {
-		if _, err = tx.Exec(ctx, `UPDATE outbox SET published_at = now() WHERE id = ANY($1) AND published_at IS NULL`, ids); err == nil {
-			err = tx.Commit(ctx)
-		}
-		if err != nil {
-			r.log.Error("outbox ack", "error", err)
-		}
 	}
 }
 

@@ -176,24 +176,12 @@ const insertDispatchedSQL = `
 
 // submitOnce takes a message in with two pipelined round trips on one
 // connection: the first opens the transaction, locks the thread and reads its
-// queue state; the second writes the message, the request and — when the
+// queue state and the agent; the second writes the message, the request and — when the
 // thread is idle — the run and its first step event, and commits. Rare cases
 // (a replayed request id, a paused backlog) take the general path.
 func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error) {
-	// The agent is read on another connection meanwhile: its definition is
-	// not part of the thread's serialization.
-	type agentResult struct {
-		ag  agent.Agent
-		err error
-	}
-	agentCh := make(chan agentResult, 1)
-	go func() {
-		ag, err := s.agents.Get(ctx, s.pool, sub.Subject, sub.AgentSlug)
-		agentCh <- agentResult{ag, err}
-	}()
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		<-agentCh
 		return Intake{}, err
 	}
 	defer conn.Release()
@@ -219,8 +207,15 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 	b1.Queue(threadStateSQL, sub.Subject.UID, sub.AgentSlug, sub.ThreadID, sub.RequestID).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&st.existing, &st.runWithID, &st.latestID, &st.latestStatus, &st.activeID, &st.activeStatus, &st.activeType, &st.queued, &st.steers)
 	})
+	// The agent is read in the same round trip (one connection per request):
+	// its definition is not part of the thread's serialization, but the read
+	// costs the lock nothing measurable.
+	var ar struct {
+		ag  agent.Agent
+		err error
+	}
+	s.agents.QueueGet(b1, sub.Subject, sub.AgentSlug, func(a agent.Agent, err error) { ar.ag, ar.err = a, err })
 	err = conn.SendBatch(ctx, b1).Close()
-	ar := <-agentCh
 	if err != nil {
 		return Intake{}, fmt.Errorf("read thread queue: %w", err)
 	}

@@ -68,7 +68,7 @@ func (s *Service) Snapshot(ctx context.Context, uid, agentSlug, threadID string)
 			}
 		}
 		sc := Scope{UID: uid, AgentSlug: agentSlug, ThreadID: threadID, ConversationID: conv}
-		st, err := state(ctx, tx, sc)
+		st, err := s.state(ctx, tx, sc)
 		if err != nil {
 			return err
 		}
@@ -117,7 +117,7 @@ func (s *Service) Continue(ctx context.Context, uid, agentSlug, threadID string)
 				return err
 			}
 		}
-		st, err := state(ctx, tx, sc)
+		st, err := s.state(ctx, tx, sc)
 		if err != nil {
 			return err
 		}
@@ -173,7 +173,7 @@ func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Req
 			return nil // already final: cancelling again is a no-op
 		}
 		if cur.QueuePolicy == PolicySteer {
-			active, err := run.ActiveForThread(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
+			active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
 			if err != nil {
 				return err
 			}
@@ -235,7 +235,7 @@ func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, er
 		if steers > 0 {
 			return ErrSteerAlreadyPending
 		}
-		active, err := run.ActiveForThread(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
+		active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
 		if err != nil {
 			return err
 		}
@@ -339,14 +339,14 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		if err != nil {
 			return err
 		}
-		parent, err := run.Load(ctx, tx, in.CreatedByRunID)
+		parent, err := s.runs.GetTx(ctx, tx, in.CreatedByRunID)
 		if err != nil || parent.UID != in.Subject.UID {
 			return run.ErrNotFound
 		}
 		if parent.ThreadID != in.ThreadID || parent.AgentSlug != in.AgentSlug {
 			return failure.Conflict("resume_scope_mismatch", "created_by_run_id belongs to another thread or agent")
 		}
-		r, err := run.LoadByRequest(ctx, tx, in.RequestID)
+		r, err := s.runs.ByRequestTx(ctx, tx, in.RequestID)
 		if err == nil {
 			if r.CreatedByRunID == nil || *r.CreatedByRunID != parent.ID {
 				return ErrRequestIDConflict
@@ -359,14 +359,14 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		if parent.Status != run.StatusInterrupted {
 			return run.ErrNotInterrupted
 		}
-		latest, err := run.LatestForThread(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
+		latest, err := s.runs.LatestForThreadTx(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
 		if err != nil {
 			return err
 		}
 		if latest == nil || latest.ID != parent.ID {
 			return run.ErrResumeSuperseded
 		}
-		active, err := run.ActiveForThread(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
+		active, err := s.runs.ActiveForThreadTx(ctx, tx, sc.UID, sc.AgentSlug, sc.ThreadID)
 		if err != nil {
 			return err
 		}
@@ -381,7 +381,7 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 			sc.ConversationID, string(in.Resume), meta, in.RequestID).Scan(&msgID); err != nil {
 			return err
 		}
-		if _, err := run.AnswerInterrupted(ctx, tx, parent.ID, in.Resume); err != nil {
+		if _, err := s.runs.AnswerInterruptedTx(ctx, tx, parent.ID, in.Resume); err != nil {
 			return fmt.Errorf("record answer: %w", err)
 		}
 		payload := parent.Payload

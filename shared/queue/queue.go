@@ -172,8 +172,8 @@ func head(ctx context.Context, db postgres.DB, sc Scope) (*Request, error) {
 	return &r, nil
 }
 
-func state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
-	runs, err := run.ThreadRunsOf(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
+func (s *Service) state(ctx context.Context, db postgres.DB, sc Scope) (State, error) {
+	runs, err := s.runs.ThreadRunsTx(ctx, db, sc.UID, sc.AgentSlug, sc.ThreadID)
 	if err != nil {
 		return State{}, err
 	}
@@ -215,7 +215,7 @@ func position(ctx context.Context, db postgres.DB, r Request) (int, error) {
 // dispatchHead turns the queue head into a pending run when the queue is
 // ready (or paused, with force). It returns the dispatched request, if any.
 func (s *Service) dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.Emit, sc Scope, force bool) (*Request, string, error) {
-	st, err := state(ctx, tx, sc)
+	st, err := s.state(ctx, tx, sc)
 	if err != nil {
 		return nil, "", err
 	}

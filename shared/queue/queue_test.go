@@ -36,7 +36,7 @@ func TestSubmitToIdleThreadDispatchesAndEmitsFirstStep(t *testing.T) {
 	if in.QueuePosition != nil || in.RequestEventsURL != nil || in.QueuePolicy != "enqueue" {
 		t.Errorf("dispatched intake must not carry queue fields: %s", runtest.Str(in))
 	}
-	r, err := f.Runs.Get(context.Background(), f.Pool, *in.RunID)
+	r, err := f.Runs.Get(context.Background(), *in.RunID)
 	if err != nil {
 		t.Fatal(err)
 	}

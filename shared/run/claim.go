@@ -97,7 +97,7 @@ func (s *Store) Claim(ctx context.Context, id string, stepNo int, worker string,
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		c.Transcript = nil
-		cur, err := s.Get(ctx, s.pool, id)
+		cur, err := s.Get(ctx, id)
 		if err != nil {
 			return c, err
 		}

@@ -44,11 +44,21 @@ var deliveryForStatus = map[string]string{
 // attempt — one statement, one round trip. $8/$9 guard
 // the transition to the lease holder when set. It returns the run's row, or
 // no row when nothing changed.
-const finishSQL = `
+var finishSQL = finishSQLWith("$5")
+
+// finishStepSQL is finishSQL for CommitStep's one-round-trip path: the
+// output message is the one its transaction inserted just before ($5 is
+// passed NULL).
+var finishStepSQL = finishSQLWith("coalesce($5::bigint, currval(pg_get_serial_sequence('messages', 'id')))")
+
+// finishSQLWith is finishSQL with output the SQL expression of the output
+// message.
+func finishSQLWith(output string) string {
+	return `
 	WITH r AS (
 		UPDATE agent_runs SET status = $2, finished_at = clock_timestamp(), worker_id = NULL, lease_expires_at = NULL,
 			error_type = NULLIF($3, ''), error_message = NULLIF($4, ''),
-			output_message_id = coalesce($5, output_message_id), step_count = coalesce($6, step_count),
+			output_message_id = coalesce(` + output + `, output_message_id), step_count = coalesce($6, step_count),
 			token_usage = coalesce($7, token_usage), last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
 		WHERE id = $1 AND status IN ('pending', 'running', 'cancel_requested')
 		  AND ($8::text IS NULL OR (worker_id = $8 AND attempt_count = $9))
@@ -57,6 +67,7 @@ const finishSQL = `
 	a AS (UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = $2, error_type = NULLIF($3, ''), error_message = NULLIF($4, '')
 		FROM r WHERE agent_run_attempts.run_id = r.id AND agent_run_attempts.finished_at IS NULL RETURNING 1)
 	SELECT ` + runCols + ` FROM r`
+}
 
 // finishArgs are finishSQL's arguments for f.
 func finishArgs(id string, f Finish) ([]any, error) {

@@ -170,20 +170,15 @@ func NewStore(pool *pgxpool.Pool, ob *outbox.Outbox, stream StreamAppender, log 
 	return &Store{pool: pool, outbox: ob, stream: stream, log: log}
 }
 
-// Pool returns the store's pool.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
-
 // Outbox returns the store's outbox.
 func (s *Store) Outbox() *outbox.Outbox { return s.outbox }
 
 // Get loads a run by id.
-func (s *Store) Get(ctx context.Context, db postgres.DB, id string) (Run, error) {
-	return Load(ctx, db, id)
-}
+func (s *Store) Get(ctx context.Context, id string) (Run, error) { return s.GetTx(ctx, s.pool, id) }
 
-// Load reads a run by id through db (a pool or a transaction).
-func Load(ctx context.Context, db postgres.DB, id string) (Run, error) {
-	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1`, id))
+// GetTx loads a run by id through tx (a transaction, or the pool).
+func (s *Store) GetTx(ctx context.Context, tx postgres.DB, id string) (Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -193,10 +188,10 @@ func Load(ctx context.Context, db postgres.DB, id string) (Run, error) {
 	return r, nil
 }
 
-// LoadByRequest reads the run of a request id through db; ErrNotFound when
+// ByRequestTx reads the run of a request id through tx; ErrNotFound when
 // none exists.
-func LoadByRequest(ctx context.Context, db postgres.DB, requestID string) (Run, error) {
-	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE request_id = $1`, requestID))
+func (s *Store) ByRequestTx(ctx context.Context, tx postgres.DB, requestID string) (Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE request_id = $1`, requestID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}
@@ -208,7 +203,7 @@ func LoadByRequest(ctx context.Context, db postgres.DB, requestID string) (Run, 
 
 // GetForUser loads a run owned by uid; another user's run is ErrNotFound.
 func (s *Store) GetForUser(ctx context.Context, uid, id string) (Run, error) {
-	r, err := s.Get(ctx, s.pool, id)
+	r, err := s.Get(ctx, id)
 	if err != nil {
 		return Run{}, err
 	}
@@ -219,8 +214,13 @@ func (s *Store) GetForUser(ctx context.Context, uid, id string) (Run, error) {
 }
 
 // LatestForThread returns the newest chat or resume run of (uid, agent, thread), if any.
-func LatestForThread(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
-	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
+func (s *Store) LatestForThread(ctx context.Context, uid, agentSlug, threadID string) (*Run, error) {
+	return s.LatestForThreadTx(ctx, s.pool, uid, agentSlug, threadID)
+}
+
+// LatestForThreadTx is LatestForThread through tx.
+func (s *Store) LatestForThreadTx(ctx context.Context, tx postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
 		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND run_type IN ('chat', 'resume')
 		ORDER BY created_at DESC, id DESC LIMIT 1`, uid, agentSlug, threadID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -232,9 +232,10 @@ func LatestForThread(ctx context.Context, db postgres.DB, uid, agentSlug, thread
 	return &r, nil
 }
 
-// ActiveForThread returns the non-terminal run of (uid, agent, thread), if any.
-func ActiveForThread(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
-	r, err := scanRun(db.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
+// ActiveForThreadTx returns the non-terminal run of (uid, agent, thread), if
+// any, through tx.
+func (s *Store) ActiveForThreadTx(ctx context.Context, tx postgres.DB, uid, agentSlug, threadID string) (*Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs
 		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
 		  AND status IN ('pending', 'running', 'cancel_requested')`, uid, agentSlug, threadID))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -252,10 +253,10 @@ type ThreadRuns struct {
 	Latest *Run // the newest chat or resume run, if any
 }
 
-// ThreadRunsOf reads the active and the latest run of (uid, agent, thread) in
-// one statement.
-func ThreadRunsOf(ctx context.Context, db postgres.DB, uid, agentSlug, threadID string) (ThreadRuns, error) {
-	rows, err := db.Query(ctx, `
+// ThreadRunsTx reads the active and the latest run of (uid, agent, thread) in
+// one statement, through tx.
+func (s *Store) ThreadRunsTx(ctx context.Context, tx postgres.DB, uid, agentSlug, threadID string) (ThreadRuns, error) {
+	rows, err := tx.Query(ctx, `
 		(SELECT true, `+runCols+` FROM agent_runs WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3
 			AND status IN ('pending', 'running', 'cancel_requested'))
 		UNION ALL

@@ -49,7 +49,7 @@ func TestClaimIsExclusiveAndCountsAttempts(t *testing.T) {
 	if claimed.Load() != 1 {
 		t.Fatalf("%d workers claimed the same step", claimed.Load())
 	}
-	r, _ := f.Runs.Get(ctx, f.Pool, id)
+	r, _ := f.Runs.Get(ctx, id)
 	if r.Status != run.StatusRunning || r.AttemptCount != 1 || r.StartedAt == nil {
 		t.Errorf("claimed run: %+v", r)
 	}
@@ -107,7 +107,7 @@ func TestStepIsCommittedExactlyOnce(t *testing.T) {
 	if _, err := f.Runs.CommitStep(ctx, commit); !errors.Is(err, run.ErrDuplicateStep) {
 		t.Fatalf("second commit: %v", err)
 	}
-	r, _ := f.Runs.Get(ctx, f.Pool, id)
+	r, _ := f.Runs.Get(ctx, id)
 	if r.Status != run.StatusCompleted || r.OutputMessageID == nil || *r.OutputMessageID != res.MessageID || r.StepCount != 1 || r.FinishedAt == nil {
 		t.Fatalf("completed run: %+v", r)
 	}
@@ -173,7 +173,7 @@ func TestToolCallsFanOutAndTheLastOneReadiesTheNextStep(t *testing.T) {
 	if got := runtest.Decode[events.StepReady](t, steps[1]); got.StepNo != 2 {
 		t.Errorf("step event: %+v", got)
 	}
-	entries, err := run.Transcript(ctx, f.Pool, c.Run.ConversationID)
+	entries, err := f.Runs.Transcript(ctx, c.Run.ConversationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestInterruptedToolEndsTheRunAndResumeAnswersIt(t *testing.T) {
 	if err != nil || !fan.Interrupted || fan.NextStep != 0 {
 		t.Fatalf("%+v %v", fan, err)
 	}
-	r, _ := f.Runs.Get(ctx, f.Pool, *in.RunID)
+	r, _ := f.Runs.Get(ctx, *in.RunID)
 	if r.Status != run.StatusInterrupted || *r.ErrorType != "ask_user_question_required" || *r.ErrorMessage != "Where to?" {
 		t.Fatalf("interrupted run: %+v", r)
 	}
@@ -216,7 +216,7 @@ func TestInterruptedToolEndsTheRunAndResumeAnswersIt(t *testing.T) {
 	if err != nil || again.RunID != resumed.RunID {
 		t.Fatalf("double resume must be idempotent: %+v %v", again, err)
 	}
-	entries, _ := run.Transcript(ctx, f.Pool, r.ConversationID)
+	entries, _ := f.Runs.Transcript(ctx, r.ConversationID)
 	last := entries[len(entries)-1]
 	if len(last.ToolCalls) != 1 || last.ToolCalls[0].Status != "success" || last.ToolCalls[0].ResultText() != `{"answer":{"q-1":"Kyoto"},"questions":[{"question_id":"q-1","question":"Where to?"}]}` {
 		t.Fatalf("answer not recorded as the tool result: %+v", last.ToolCalls)

@@ -2,11 +2,16 @@ package run
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -36,6 +41,11 @@ type StepCommit struct {
 	TokenUsage      json.RawMessage // the run's cumulative usage after this step
 	// Partial marks a turn cut short by cancellation.
 	Partial bool
+	// UsedToolCallIDs are tool call ids the run already has (agent-step
+	// passes those of its claim's transcript), so that the common case needs
+	// no read of them; an id missing here costs the general path, not a
+	// duplicate.
+	UsedToolCallIDs []string
 }
 
 // Step outcomes.
@@ -54,15 +64,76 @@ type StepResult struct {
 }
 
 // CommitStep writes the step record, the assistant message, its tool calls
-// and the resulting events in one transaction. ErrDuplicateStep when the step
-// was already committed; ErrLeaseLost when the caller's attempt no longer owns
-// the run.
+// and the resulting events in one transaction. Tool calls get run-unique ids
+// first (a provider's id that is missing, too long or already used in the
+// run is replaced); StepResult.ToolCalls are the calls as written.
+// ErrDuplicateStep when the step was already committed; ErrLeaseLost when the
+// caller's attempt no longer owns the run.
 //
-// The transaction takes two network round trips: the first batch opens it,
-// locks the run as its lease holder (the exactly-once guard) and reserves the
-// message ids; the second writes everything else — the step record among
-// it — and commits.
+// The common case — the caller still holds the lease of a running run, and
+// the ids in c.UsedToolCallIDs are all the run has — is one round trip
+// (commitStepOnce). Anything else (a duplicate, a lost lease, a cancel
+// requested meanwhile, an id the caller did not know) changes nothing there
+// and takes two (commitStepTwice), which tells those cases apart.
 func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error) {
+	res, done, err := s.commitStepOnce(ctx, c)
+	if done || err != nil {
+		return res, err
+	}
+	return s.commitStepTwice(ctx, c)
+}
+
+// stepGuardSQL is commitStepOnce's exactly-once guard, run once the run's
+// row is locked (a statement of its own, so that it reads the newest
+// version): it fails the transaction — an error the caller recognises by
+// stepGuardMark — unless the caller's attempt holds the lease of a running
+// run whose step count is below the step's.
+const (
+	stepGuardMark = "commit_step_guard"
+	stepGuardSQL  = `SELECT CASE WHEN status = 'running' AND step_count < $2 AND worker_id = $3 AND attempt_count = $4 THEN 0
+		ELSE ('` + stepGuardMark + `:' || status)::int END FROM agent_runs WHERE id = $1`
+)
+
+// commitStepOnce commits the step in one pipelined round trip: BEGIN, lock
+// the run, the guard, the writes (assuming a running run), COMMIT. done is
+// false, with nothing written, when the guard refused or a tool call id was
+// already used; the caller then takes the general path.
+func (s *Store) commitStepOnce(ctx context.Context, c StepCommit) (res StepResult, done bool, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return res, false, err
+	}
+	defer conn.Release()
+	c.ToolCalls = uniqueToolCallIDs(c.StepNo, c.ToolCalls, c.UsedToolCallIDs)
+	var rows []outbox.Row
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`SELECT 1 FROM agent_runs WHERE id = $1 FOR UPDATE`, c.Run.ID)
+	b.Queue(stepGuardSQL, c.Run.ID, c.StepNo, c.Owner.Worker, c.Owner.Attempt)
+	if err := s.queueStepWrites(ctx, b, c, StatusRunning, nil, nil, &res, &rows); err != nil {
+		return StepResult{}, false, err
+	}
+	b.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b).Close(); err != nil {
+		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); rerr != nil {
+			conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // a broken connection is discarded
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "22P02" && strings.Contains(pgErr.Message, stepGuardMark) ||
+			pgErr.Code == "23505" && pgErr.ConstraintName == "tool_calls_run_id_tool_call_id_key") {
+			return StepResult{}, false, nil
+		}
+		return StepResult{}, false, fmt.Errorf("commit step %d of run %s: %w", c.StepNo, c.Run.ID, err)
+	}
+	s.outbox.Publish(ctx, rows)
+	return res, true, nil
+}
+
+// commitStepTwice is the general path, in two round trips: the first batch
+// opens the transaction, locks the run as its lease holder (the exactly-once
+// guard), reserves the message ids and reads the run's tool call ids; the
+// second writes everything else — the step record among it — and commits.
+func (s *Store) commitStepTwice(ctx context.Context, c StepCommit) (StepResult, error) {
 	var res StepResult
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -84,6 +155,7 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 		owned     bool
 		status    string
 		stepCount int
+		msgID     int64
 		seq       int64
 	)
 	b1 := &pgx.Batch{}
@@ -93,8 +165,14 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 		return row.Scan(&status, &stepCount, &owned)
 	})
 	b1.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id')), nextval('transcript_seq')`).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&res.MessageID, &seq)
+		return row.Scan(&msgID, &seq)
 	})
+	var used []string
+	if len(c.ToolCalls) > 0 {
+		b1.Queue(`SELECT coalesce(array_agg(tool_call_id), '{}') FROM tool_calls WHERE run_id = $1`, c.Run.ID).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&used)
+		})
+	}
 	if err := conn.SendBatch(ctx, b1).Close(); err != nil {
 		return rollback(fmt.Errorf("lock run for step: %w", err))
 	}
@@ -104,7 +182,28 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	if !owned {
 		return rollback(ErrLeaseLost)
 	}
+	c.ToolCalls = uniqueToolCallIDs(c.StepNo, c.ToolCalls, used)
+	var rows []outbox.Row
+	b2 := &pgx.Batch{}
+	if err := s.queueStepWrites(ctx, b2, c, status, &msgID, &seq, &res, &rows); err != nil {
+		return rollback(err)
+	}
+	b2.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
+		return rollback(fmt.Errorf("commit step %d of run %s: %w", c.StepNo, c.Run.ID, err))
+	}
+	s.outbox.Publish(ctx, rows)
+	return res, nil
+}
 
+// queueStepWrites queues the step's writes on b for a run in status: the
+// assistant message, its tool calls, the run's and attempt's updates (or the
+// run's end), the events and the step record. msgID and seq are the
+// message's reserved id and transcript position; nil takes them from the
+// sequences in the message's insert, and the later statements refer to its
+// id as the session's currval.
+func (s *Store) queueStepWrites(ctx context.Context, b *pgx.Batch, c StepCommit, status string, msgID, seq *int64, res *StepResult, rows *[]outbox.Row) error {
+	const thisMessage = `coalesce($%d::bigint, currval(pg_get_serial_sequence('messages', 'id')))`
 	meta := map[string]any{"step_no": c.StepNo, "attempt": c.Owner.Attempt, "stream_message_id": c.StreamMessageID, "model_spec": c.ModelSpec}
 	if c.Reasoning != "" {
 		meta["reasoning_content"] = c.Reasoning
@@ -120,21 +219,23 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	if len(c.ToolCalls) > 0 {
 		msgType = "tool_call"
 	}
-	b2 := &pgx.Batch{}
-	b2.Queue(`INSERT INTO messages (id, conversation_id, role, content, message_type, extra_metadata, run_id, request_id, transcript_seq)
-		VALUES ($1, $2, 'assistant', $3, $4, $5, $6, $7, $8)`,
-		res.MessageID, c.Run.ConversationID, c.Content, msgType, metaJSON, c.Run.ID, c.Run.RequestID, seq)
+	b.Queue(`INSERT INTO messages (id, conversation_id, role, content, message_type, extra_metadata, run_id, request_id, transcript_seq)
+		VALUES (coalesce($1::bigint, nextval(pg_get_serial_sequence('messages', 'id'))), $2, 'assistant', $3, $4, $5, $6, $7,
+			coalesce($8::bigint, nextval('transcript_seq')))
+		RETURNING id`,
+		msgID, c.Run.ConversationID, c.Content, msgType, metaJSON, c.Run.ID, c.Run.RequestID, seq).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&res.MessageID)
+	})
 	toolStatus := ToolPending
 	if status == StatusCancelRequested {
 		toolStatus = ToolCancelled
 	}
 	for i, tc := range c.ToolCalls {
-		b2.Queue(`INSERT INTO tool_calls (run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, status)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, c.Run.ID, c.StepNo, res.MessageID, i, tc.ID, tc.Name, tc.Arguments, toolStatus)
+		b.Queue(`INSERT INTO tool_calls (run_id, step_no, message_id, call_index, tool_call_id, tool_name, tool_input, status)
+			VALUES ($1, $2, `+fmt.Sprintf(thisMessage, 3)+`, $4, $5, $6, $7, $8)`, c.Run.ID, c.StepNo, msgID, i, tc.ID, tc.Name, tc.Arguments, toolStatus)
 	}
 	res.ToolCalls = c.ToolCalls
 	step := c.StepNo
-	var rows []outbox.Row
 	scanInto := func(row pgx.Row) error {
 		r, err := scanRun(row)
 		res.Run = r
@@ -142,7 +243,7 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 	}
 	switch {
 	case status == StatusCancelRequested || len(c.ToolCalls) == 0:
-		f := Finish{Status: StatusCompleted, OutputMessageID: &res.MessageID, StepCount: &step, TokenUsage: c.TokenUsage, Owner: &c.Owner}
+		f := Finish{Status: StatusCompleted, OutputMessageID: msgID, StepCount: &step, TokenUsage: c.TokenUsage, Owner: &c.Owner}
 		res.Outcome = OutcomeCompleted
 		if status == StatusCancelRequested {
 			f.Status, f.ErrorType, f.ErrorMessage = StatusCancelled, "cancelled", "the run was cancelled"
@@ -150,20 +251,20 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 		}
 		args, err := finishArgs(c.Run.ID, f)
 		if err != nil {
-			return rollback(err)
+			return err
 		}
-		b2.Queue(finishSQL, args...).QueryRow(scanInto)
+		b.Queue(finishStepSQL, args...).QueryRow(scanInto)
 		final := c.Run
 		final.Status = f.Status
-		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, finishedEvent(final)); err != nil {
-			return rollback(err)
+		if err := s.outbox.Writer.QueueWrite(ctx, b, rows, finishedEvent(final)); err != nil {
+			return err
 		}
 	default:
 		res.Outcome = OutcomeTools
-		b2.Queue(`UPDATE agent_runs SET step_count = $2, token_usage = coalesce($3, token_usage),
+		b.Queue(`UPDATE agent_runs SET step_count = $2, token_usage = coalesce($3, token_usage),
 			worker_id = NULL, lease_expires_at = NULL, last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
 			WHERE id = $1 RETURNING `+runCols, c.Run.ID, step, nullJSON(c.TokenUsage)).QueryRow(scanInto)
-		b2.Queue(`UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'step_committed'
+		b.Queue(`UPDATE agent_run_attempts SET finished_at = clock_timestamp(), outcome = 'step_committed'
 			WHERE run_id = $1 AND attempt_no = $2`, c.Run.ID, c.Owner.Attempt)
 		pending := make([]outbox.Pending, 0, len(c.ToolCalls))
 		for _, tc := range c.ToolCalls {
@@ -172,19 +273,38 @@ func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error
 				DedupeKey: "tool:" + c.Run.ID + ":" + tc.ID,
 			})
 		}
-		if err := s.outbox.Writer.QueueWrite(ctx, b2, &rows, pending...); err != nil {
-			return rollback(err)
+		if err := s.outbox.Writer.QueueWrite(ctx, b, rows, pending...); err != nil {
+			return err
 		}
 	}
-	b2.Queue(`INSERT INTO agent_run_steps (run_id, step_no, attempt_no, assistant_message_id, tool_call_count, pending_tools, outcome, usage, started_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, c.Run.ID, c.StepNo, c.Owner.Attempt, res.MessageID, len(c.ToolCalls),
+	b.Queue(`INSERT INTO agent_run_steps (run_id, step_no, attempt_no, assistant_message_id, tool_call_count, pending_tools, outcome, usage, started_at)
+		VALUES ($1, $2, $3, `+fmt.Sprintf(thisMessage, 4)+`, $5, $6, $7, $8, $9)`, c.Run.ID, c.StepNo, c.Owner.Attempt, msgID, len(c.ToolCalls),
 		pendingCount(res.Outcome, len(c.ToolCalls)), res.Outcome, nullJSON(c.StepUsage), c.StartedAt)
-	b2.Queue("COMMIT")
-	if err := conn.SendBatch(ctx, b2).Close(); err != nil {
-		return rollback(fmt.Errorf("commit step %d of run %s: %w", c.StepNo, c.Run.ID, err))
+	return nil
+}
+
+// uniqueToolCallIDs gives every call a run-unique id: providers may repeat
+// ids across turns or send none; the id is only a correlation key, so
+// renaming is safe. used are the ids the run already has.
+func uniqueToolCallIDs(stepNo int, calls []NewToolCall, used []string) []NewToolCall {
+	if len(calls) == 0 {
+		return calls
 	}
-	s.outbox.Publish(ctx, rows)
-	return res, nil
+	seen := make(map[string]bool, len(used)+len(calls))
+	for _, id := range used {
+		seen[id] = true
+	}
+	out := make([]NewToolCall, 0, len(calls))
+	for i, c := range calls {
+		if c.ID == "" || seen[c.ID] || len(c.ID) > 200 {
+			b := make([]byte, 4)
+			_, _ = rand.Read(b)
+			c.ID = fmt.Sprintf("call_%d_%d_%s", stepNo, i, hex.EncodeToString(b))
+		}
+		seen[c.ID] = true
+		out = append(out, c)
+	}
+	return out
 }
 
 func pendingCount(outcome string, n int) int {

@@ -35,7 +35,7 @@ var ErrNotTerminal = errors.New("run is not terminal")
 // events; the dispatcher calls it on run.finished. It returns the run.
 // ErrNotFound for an unknown run, ErrNotTerminal for a run still going.
 func (s *Store) CloseStream(ctx context.Context, id string) (Run, error) {
-	r, err := s.Get(ctx, s.pool, id)
+	r, err := s.Get(ctx, id)
 	if err != nil {
 		return Run{}, err
 	}
@@ -83,7 +83,7 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventInterrupt, Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.CancelChunk]{
 			Reason: "cancelled", Chunk: runstream.CancelChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkCancelled, Message: errMsg}}})
 	case StatusInterrupted:
-		calls, err := InterruptedCalls(ctx, s.pool, r.ID)
+		calls, err := s.InterruptedCalls(ctx, r.ID)
 		if err != nil {
 			return err
 		}

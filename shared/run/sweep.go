@@ -121,7 +121,7 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 		return rec, err
 	}
 	rec.Run = r
-	pending, err := PendingToolCalls(ctx, tx, r.ID, r.StepCount)
+	pending, err := pendingToolCalls(ctx, tx, r.ID, r.StepCount)
 	if err != nil {
 		return rec, err
 	}

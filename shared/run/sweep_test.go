@@ -59,7 +59,7 @@ func TestSweepGivesUpAfterMaxRecoveries(t *testing.T) {
 			t.Fatalf("round %d: action %s, want %s", i, recs[0].Action, want)
 		}
 	}
-	r, _ := f.Runs.Get(ctx, f.Pool, id)
+	r, _ := f.Runs.Get(ctx, id)
 	if r.Status != run.StatusFailed || *r.ErrorType != "worker_lease_expired" {
 		t.Fatalf("run: %+v", r)
 	}

@@ -55,13 +55,25 @@ func scanToolCall(row pgx.Row) (ToolCall, error) {
 // ErrToolCallNotFound: no such tool call in the run.
 var ErrToolCallNotFound = errors.New("tool call not found")
 
-// GetToolCall loads one tool call of a run.
-func GetToolCall(ctx context.Context, db postgres.DB, runID, toolCallID string) (ToolCall, error) {
-	t, err := scanToolCall(db.QueryRow(ctx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2`, runID, toolCallID))
+// GetToolCallAndRun loads one tool call of a run together with its run, in
+// one statement (what tool-invoke needs before it runs the call).
+func (s *Store) GetToolCallAndRun(ctx context.Context, runID, toolCallID string) (ToolCall, Run, error) {
+	var (
+		t       ToolCall
+		r       Run
+		payload []byte
+	)
+	dest := append([]any{&t.ID, &t.RunID, &t.StepNo, &t.MessageID, &t.Index, &t.ToolCallID, &t.Name, &t.Input, &t.Output,
+		&t.Status, &t.Error, &t.CreatedAt, &t.FinishedAt}, runDest(&r, &payload)...)
+	err := s.pool.QueryRow(ctx, `SELECT `+prefixed("t", toolCols)+`, `+prefixed("r", runCols)+`
+		FROM tool_calls t JOIN agent_runs r ON r.id = t.run_id WHERE t.run_id = $1 AND t.tool_call_id = $2`, runID, toolCallID).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return t, ErrToolCallNotFound
+		return t, r, ErrToolCallNotFound
 	}
-	return t, err
+	if err != nil {
+		return t, r, fmt.Errorf("load tool call %s of run %s: %w", toolCallID, runID, err)
+	}
+	return t, r, decodePayload(&r, payload)
 }
 
 // ToolResult is the outcome of running one tool call.
@@ -69,9 +81,13 @@ type ToolResult struct {
 	RunID      string
 	ThreadID   string
 	ToolCallID string
-	Status     string // ToolSuccess, ToolError, ToolInterrupted or ToolCancelled
-	Output     string
-	Error      string
+	// StepNo is the step the call belongs to (tool-invoke has it from the
+	// call's row). With ThreadID it names the next step's event ahead of the
+	// statement; when either is missing CompleteToolCall reads them first.
+	StepNo int
+	Status string // ToolSuccess, ToolError, ToolInterrupted or ToolCancelled
+	Output string
+	Error  string
 	// InterruptMessage is shown as the run's error_message when the call
 	// interrupts the run (e.g. the first question asked).
 	InterruptType    string
@@ -80,6 +96,10 @@ type ToolResult struct {
 	// recorded (not for a duplicate), ahead of the closing events when the
 	// result ended the run.
 	Stream []runstream.OnceEvent
+	// StreamAfter, when set, delays appending Stream until it is closed: an
+	// append of the caller's, still under way, whose events come first (tool
+	// -invoke's tool-started event, sent off its critical path).
+	StreamAfter <-chan struct{}
 }
 
 // FanIn reports what completing a tool call did.
@@ -88,16 +108,142 @@ type FanIn struct {
 	Remaining   int  // calls of the step still running
 	NextStep    int  // > 0 when this completion readied the next step
 	Interrupted bool // this completion ended the run as interrupted
-	Run         Run
+	Run         Run  // the run, when this completion ended it
 }
 
 // CompleteToolCall records a tool result. The last call of a step to finish
 // readies the next step — or, when a call waits for the user, ends the run
 // as interrupted (and closes its stream). Recording an already-finished call
 // is a no-op (Duplicate). After the commit, res.Stream is appended.
+//
+// The common case — no call of the step waits for the user — is one
+// statement, committed on its own (fanInSQL): one round trip. A completion
+// that would end a step in which a call waits for the user, and any
+// interrupted result, take the general transaction (completeToolCallTx).
 func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
+	out, err := s.completeToolCall(ctx, res)
+	if err == nil && !out.Duplicate && res.StreamAfter != nil {
+		<-res.StreamAfter
+	}
+	switch {
+	case err != nil || out.Duplicate:
+	case out.Interrupted:
+		s.closed(ctx, out.Run, res.Stream...)
+	default:
+		s.appendBestEffort(ctx, Run{ID: res.RunID, ThreadID: res.ThreadID}, res.Stream)
+	}
+	return out, err
+}
+
+// fanInSQL records a result and, when it is the last of its step, readies the
+// next step — in one statement. The exactly-once guards:
+//
+//   - st0 locks the step's row first (every completion does, the general
+//     path too, so completions of one step are serialized and lock in one
+//     order) and reads its newest version: pending_tools is current.
+//   - sib locks the step's calls and reads their newest versions too (a
+//     plain read would see the statement's snapshot, taken before a sibling
+//     that finished first committed): whether one waits for the user.
+//   - tc records the result only while the call is pending (a duplicate
+//     finds it finished) and only when this completion does not end a step
+//     in which a call waits for the user: that case changes nothing here
+//     (general = true) and goes to the general transaction.
+//   - st decrements the counter; r readies the next step when it reached 0
+//     and the run is not terminal; o writes step.ready (outbox.InsertCTE).
+//
+// $1 run, $2 tool call id, $3 status, $4 output, $5 error, $6 step number
+// (the caller's, checked against the call's row); the outbox's arguments follow.
+const fanInSQL = `
+	WITH st0 AS (
+		SELECT s.step_no, s.pending_tools FROM agent_run_steps s
+		WHERE s.run_id = $1 AND s.step_no = (SELECT step_no FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2)
+		FOR UPDATE),
+	sib AS (
+		SELECT count(*) FILTER (WHERE l.status = 'interrupted') AS interrupted FROM (
+			SELECT t.status FROM tool_calls t WHERE t.run_id = $1 AND t.step_no = (SELECT step_no FROM st0) FOR UPDATE) l),
+	guard AS (
+		SELECT st0.step_no, st0.pending_tools = 1 AND sib.interrupted > 0 AS general FROM st0, sib),
+	tc AS (
+		UPDATE tool_calls t SET status = $3, tool_output = $4, error_message = NULLIF($5, ''), finished_at = clock_timestamp()
+		FROM guard
+		WHERE t.run_id = $1 AND t.tool_call_id = $2 AND t.status = 'pending' AND t.step_no = $6 AND NOT guard.general
+		RETURNING t.step_no),
+	st AS (
+		UPDATE agent_run_steps s SET pending_tools = s.pending_tools - 1
+		FROM tc WHERE s.run_id = $1 AND s.step_no = tc.step_no
+		RETURNING s.pending_tools),
+	r AS (
+		UPDATE agent_runs SET last_progress_at = clock_timestamp(), updated_at = clock_timestamp()
+		FROM st WHERE agent_runs.id = $1 AND st.pending_tools = 0 AND agent_runs.status IN ('pending', 'running', 'cancel_requested')
+		RETURNING agent_runs.id),
+	`
+
+func (s *Store) completeToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
+	var out FanIn
+	if res.Status == ToolInterrupted {
+		return s.completeToolCallTx(ctx, res)
+	}
+	if res.StepNo == 0 || res.ThreadID == "" {
+		err := s.pool.QueryRow(ctx, `SELECT t.step_no, r.conversation_thread_id FROM tool_calls t JOIN agent_runs r ON r.id = t.run_id
+			WHERE t.run_id = $1 AND t.tool_call_id = $2`, res.RunID, res.ToolCallID).Scan(&res.StepNo, &res.ThreadID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out.Duplicate = true
+			return out, nil
+		}
+		if err != nil {
+			return out, fmt.Errorf("find tool call %s: %w", res.ToolCallID, err)
+		}
+	}
+	next := res.StepNo + 1
+	ready, err := s.outbox.Writer.InsertCTE(ctx, outbox.Pending{
+		Payload:   events.StepReady{RunID: res.RunID, ThreadID: res.ThreadID, StepNo: next},
+		DedupeKey: fmt.Sprintf("step:%s:%d", res.RunID, next),
+	}, "o", "r", 7)
+	if err != nil {
+		return out, err
+	}
+	var (
+		general, recorded, readied bool
+		remaining                  *int
+		eventID                    *int64
+	)
+	args := append([]any{res.RunID, res.ToolCallID, res.Status, res.Output, truncate(res.Error, 4000), res.StepNo}, ready.Args...)
+	err = s.pool.QueryRow(ctx, fanInSQL+ready.SQL+`
+		SELECT coalesce((SELECT general FROM guard), false), EXISTS (SELECT 1 FROM tc), (SELECT pending_tools FROM st),
+			EXISTS (SELECT 1 FROM r), (SELECT id FROM o)`, args...).Scan(&general, &recorded, &remaining, &readied, &eventID)
+	if err != nil {
+		return out, fmt.Errorf("record tool result %s: %w", res.ToolCallID, err)
+	}
+	switch {
+	case general:
+		return s.completeToolCallTx(ctx, res)
+	case !recorded:
+		out.Duplicate = true
+		return out, nil
+	}
+	if remaining != nil {
+		out.Remaining = *remaining
+	}
+	if readied {
+		out.NextStep = next
+	}
+	if row, ok := ready.Row(eventID); ok {
+		s.outbox.Publish(ctx, []outbox.Row{row})
+	}
+	return out, nil
+}
+
+// completeToolCallTx is the general path: a transaction that records the
+// result, decrements the step's counter and, when it reached 0, ends the run
+// as interrupted when a call of the step waits for the user, else readies the
+// next step. It locks the step's row first, like fanInSQL.
+func (s *Store) completeToolCallTx(ctx context.Context, res ToolResult) (FanIn, error) {
 	var out FanIn
 	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM agent_run_steps WHERE run_id = $1
+			AND step_no = (SELECT step_no FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2) FOR UPDATE`, res.RunID, res.ToolCallID); err != nil {
+			return fmt.Errorf("lock step of tool call %s: %w", res.ToolCallID, err)
+		}
 		var stepNo int
 		err := tx.QueryRow(ctx, `UPDATE tool_calls SET status = $3, tool_output = $4, error_message = NULLIF($5, ''), finished_at = clock_timestamp()
 			WHERE run_id = $1 AND tool_call_id = $2 AND status = 'pending' RETURNING step_no`,
@@ -120,7 +266,6 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 		if err != nil {
 			return err
 		}
-		out.Run = r
 		if IsTerminal(r.Status) {
 			return nil
 		}
@@ -168,13 +313,6 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, er
 			DedupeKey: fmt.Sprintf("step:%s:%d", r.ID, stepNo+1),
 		})
 	})
-	switch {
-	case err != nil || out.Duplicate:
-	case out.Interrupted:
-		s.closed(ctx, out.Run, res.Stream...)
-	default:
-		s.appendBestEffort(ctx, Run{ID: res.RunID, ThreadID: res.ThreadID}, res.Stream)
-	}
 	return out, err
 }
 
@@ -200,8 +338,13 @@ func interruptInfo(output *string) (kind, msg string) {
 }
 
 // InterruptedCalls returns the calls of run id still waiting for the user.
-func InterruptedCalls(ctx context.Context, db postgres.DB, runID string) ([]ToolCall, error) {
-	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
+func (s *Store) InterruptedCalls(ctx context.Context, runID string) ([]ToolCall, error) {
+	return s.InterruptedCallsTx(ctx, s.pool, runID)
+}
+
+// InterruptedCallsTx is InterruptedCalls through tx.
+func (s *Store) InterruptedCallsTx(ctx context.Context, tx postgres.DB, runID string) ([]ToolCall, error) {
+	return queryToolCalls(ctx, tx, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND status = 'interrupted' ORDER BY step_no, call_index`, runID)
 }
 
 func queryToolCalls(ctx context.Context, db postgres.DB, sql string, args ...any) ([]ToolCall, error) {
@@ -221,10 +364,11 @@ func queryToolCalls(ctx context.Context, db postgres.DB, sql string, args ...any
 	return out, rows.Err()
 }
 
-// AnswerInterrupted records the user's answer as the result of every call of
-// run id that waits for the user: {"questions": …, "answer": answer}.
-func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json.RawMessage) (int, error) {
-	calls, err := InterruptedCalls(ctx, tx, runID)
+// AnswerInterruptedTx records, inside the caller's transaction tx, the
+// user's answer as the result of every call of run id that waits for the
+// user: {"questions": …, "answer": answer}.
+func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string, answer json.RawMessage) (int, error) {
+	calls, err := s.InterruptedCallsTx(ctx, tx, runID)
 	if err != nil {
 		return 0, err
 	}
@@ -247,25 +391,7 @@ func AnswerInterrupted(ctx context.Context, tx pgx.Tx, runID string, answer json
 	return len(calls), nil
 }
 
-// PendingToolCalls returns the calls of a run step that have not finished.
-func PendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
+// pendingToolCalls returns the calls of a run step that have not finished.
+func pendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
 	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
-}
-
-// ToolCallIDs returns the tool call ids already used in a run.
-func ToolCallIDs(ctx context.Context, db postgres.DB, runID string) (map[string]bool, error) {
-	rows, err := db.Query(ctx, `SELECT tool_call_id FROM tool_calls WHERE run_id = $1`, runID)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out[id] = true
-	}
-	return out, rows.Err()
 }

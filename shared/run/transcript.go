@@ -72,8 +72,13 @@ func transcriptSQL(conversation string) string {
 
 // Transcript loads the thread's transcript: every message that entered it, in
 // order, with the tool calls of assistant messages and their results.
-func Transcript(ctx context.Context, db postgres.DB, conversationID int64) ([]Entry, error) {
-	rows, err := db.Query(ctx, transcriptSQL("$1"), conversationID)
+func (s *Store) Transcript(ctx context.Context, conversationID int64) ([]Entry, error) {
+	return s.TranscriptTx(ctx, s.pool, conversationID)
+}
+
+// TranscriptTx is Transcript through tx.
+func (s *Store) TranscriptTx(ctx context.Context, tx postgres.DB, conversationID int64) ([]Entry, error) {
+	rows, err := tx.Query(ctx, transcriptSQL("$1"), conversationID)
 	if err != nil {
 		return nil, fmt.Errorf("load transcript: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 // claim takes the lease on the run's next step, failing the test otherwise.
 func claim(t *testing.T, f *runtest.Fixture, runID string) run.Claim {
 	t.Helper()
-	r, err := f.Runs.Get(context.Background(), f.Pool, runID)
+	r, err := f.Runs.Get(context.Background(), runID)
 	if err != nil {
 		t.Fatal(err)
 	}

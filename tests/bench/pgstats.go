@@ -148,6 +148,9 @@ func (c commitCounts) serverVisible() int {
 
 type txState struct {
 	inTx, wrote, async, ack bool
+	// ended: the last statement closed an explicit transaction (a batch
+	// BEGIN … COMMIT then leaves no implicit one to count at its end).
+	ended bool
 }
 
 func newCommitCounter() *commitCounter { return &commitCounter{conns: map[*pgx.Conn]*txState{}} }
@@ -186,12 +189,12 @@ func (t *commitCounter) classifyLocked(s *txState, sql string, inBatch bool) {
 		*s = txState{inTx: true}
 	case "COMMIT", "END":
 		t.countLocked(s)
-		*s = txState{}
+		*s = txState{ended: true}
 	case "ROLLBACK", "ABORT":
 		if t.on {
 			t.counts.rollback++
 		}
-		*s = txState{}
+		*s = txState{ended: true}
 	case "SET":
 		if strings.Contains(sql, "SYNCHRONOUS_COMMIT") && strings.Contains(sql, "OFF") {
 			s.async = true
@@ -206,6 +209,8 @@ func (t *commitCounter) classifyLocked(s *txState, sql string, inBatch bool) {
 		}
 		if t.on { // an implicit single-statement transaction
 			switch {
+			case w && strings.Contains(sql, "UPDATE OUTBOX SET PUBLISHED_AT"):
+				t.counts.ack++ // the relay's acknowledgement, one statement
 			case w && asyncConfig:
 				t.counts.async++
 			case w:
@@ -245,6 +250,9 @@ func (t *commitCounter) TraceBatchStart(ctx context.Context, conn *pgx.Conn, _ p
 		t.conns[conn] = s
 	}
 	// A batch opened outside a transaction runs in an implicit one.
+	if !s.inTx {
+		*s = txState{}
+	}
 	return context.WithValue(context.WithValue(ctx, startedKey{}, time.Now()), batchKey{}, !s.inTx)
 }
 
@@ -262,7 +270,9 @@ func (t *commitCounter) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, _ pgx
 	t.mu.Lock()
 	s := t.conns[conn]
 	if implicit, _ := ctx.Value(batchKey{}).(bool); implicit && s != nil && !s.inTx {
-		if s.wrote {
+		if s.ended {
+			// BEGIN … COMMIT in one batch: counted at its COMMIT.
+		} else if s.wrote {
 			t.countLocked(s)
 		} else if t.on {
 			t.counts.readOnly++

@@ -257,8 +257,10 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			return s.forward(streamCtx, b, msgID, d)
 		})
 		if err == nil {
+			// Buffered, not urgent: the Close below appends them with the
+			// last tokens in one round trip (urgent was one per call).
 			for i, tc := range resp.ToolCalls {
-				_ = b.AddUrgent(ctx, toolCallChunk(r, msgID, i, tc))
+				_ = b.Add(ctx, toolCallChunk(r, msgID, i, tc))
 			}
 		}
 		_ = b.Close(context.WithoutCancel(ctx))
@@ -291,10 +293,7 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 // commit writes the turn and publishes what follows from it.
 func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) error {
 	h, r := s.h, s.r
-	calls, err := s.toolCalls(ctx, out.resp.ToolCalls)
-	if err != nil {
-		return s.release(ctx, err)
-	}
+	calls := toolCalls(out.resp.ToolCalls)
 	u := run.Usage{InputTokens: out.resp.Usage.InputTokens, OutputTokens: out.resp.Usage.OutputTokens,
 		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
@@ -304,6 +303,7 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
+		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
 	}
 	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
@@ -319,26 +319,30 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 	return nil
 }
 
-// toolCalls gives every call a run-unique id: providers may repeat ids across
-// turns or send none; the id is only a correlation key, so renaming is safe.
-func (s *step) toolCalls(ctx context.Context, calls []llm.ToolCall) ([]run.NewToolCall, error) {
-	if len(calls) == 0 {
-		return nil, nil
+// usedToolCallIDs are the tool call ids of the thread's transcript: every
+// call of the run is in it (each step's message enters it), and the ids of
+// earlier runs only make renaming a little more likely.
+func usedToolCallIDs(transcript []run.Entry) []string {
+	var ids []string
+	for _, e := range transcript {
+		for _, tc := range e.ToolCalls {
+			ids = append(ids, tc.ID)
+		}
 	}
-	used, err := run.ToolCallIDs(ctx, s.h.runs.Pool(), s.r.ID)
-	if err != nil {
-		return nil, err
+	return ids
+}
+
+// toolCalls converts the model's calls; run gives each a run-unique id as it
+// commits them.
+func toolCalls(calls []llm.ToolCall) []run.NewToolCall {
+	if len(calls) == 0 {
+		return nil
 	}
 	out := make([]run.NewToolCall, 0, len(calls))
-	for i, c := range calls {
-		id := c.ID
-		if id == "" || used[id] || len(id) > 200 {
-			id = fmt.Sprintf("call_%d_%d_%s", s.in.StepNo, i, nonce())
-		}
-		used[id] = true
-		out = append(out, run.NewToolCall{ID: id, Name: c.Name, Arguments: c.Arguments})
+	for _, c := range calls {
+		out = append(out, run.NewToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	return out, nil
+	return out
 }
 
 // finish ends the run at this step boundary (as the lease holder); run

@@ -204,7 +204,7 @@ func (s *Server) activeRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if agentSlug == "" {
 		agentSlug = t.AgentID
 	}
-	latest, err := run.LatestForThread(r.Context(), s.d.Pool, p.UID, agentSlug, t.ID)
+	latest, err := s.d.Runs.LatestForThread(r.Context(), p.UID, agentSlug, t.ID)
 	if err != nil {
 		return err
 	}

@@ -80,8 +80,7 @@ func (h *Handler) crash(point string) {
 
 // Handle runs one tool call.
 func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error {
-	pool := h.runs.Pool()
-	tc, err := run.GetToolCall(ctx, pool, in.RunID, in.ToolCallID)
+	tc, r, err := h.runs.GetToolCallAndRun(ctx, in.RunID, in.ToolCallID)
 	if errors.Is(err, run.ErrToolCallNotFound) {
 		return faas.Permanent(fmt.Errorf("unknown tool call %s of run %s", in.ToolCallID, in.RunID))
 	}
@@ -91,10 +90,6 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	if tc.Status != run.ToolPending {
 		return nil // already recorded
 	}
-	r, err := run.Load(ctx, pool, in.RunID)
-	if err != nil {
-		return err
-	}
 	if run.IsTerminal(r.Status) {
 		return nil // the run ended (e.g. cancelled): nothing waits for this call
 	}
@@ -102,9 +97,16 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	if r.Status == run.StatusCancelRequested {
 		return h.record(ctx, r, tc, run.ToolResult{Status: run.ToolCancelled}, tool.Result{})
 	}
-	h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
+	// The tool-started event is appended while the tool runs and its result
+	// is recorded; run appends tool-finished only after it (StreamAfter).
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
+	}()
 	res, err = h.invoke(ctx, r, tc)
 	if err != nil {
+		<-started
 		return err // infrastructure failure: retried
 	}
 	out := run.ToolResult{Status: run.ToolSuccess, Output: truncate(res.Output, h.cfg.MaxOutput)}
@@ -115,6 +117,7 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	case res.IsError:
 		out.Status, out.Error = run.ToolError, truncate(res.Output, 4000)
 	}
+	out.StreamAfter = started
 	return h.record(ctx, r, tc, out, res)
 }
 
@@ -138,7 +141,7 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 }
 
 func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
-	out.RunID, out.ThreadID, out.ToolCallID = r.ID, r.ThreadID, tc.ToolCallID
+	out.RunID, out.ThreadID, out.ToolCallID, out.StepNo = r.ID, r.ThreadID, tc.ToolCallID, tc.StepNo
 	if out.Status != run.ToolCancelled {
 		data := runstream.ToolEventData{Event: runstream.ToolFinished}
 		switch out.Status {

@@ -149,7 +149,7 @@ func (f *Fixture) MustSubmit(sub access.Subject, threadID, query, policy string)
 func (f *Fixture) Complete(runID, text string) run.Run {
 	f.T.Helper()
 	ctx := context.Background()
-	r, err := f.Runs.Get(ctx, f.Pool, runID)
+	r, err := f.Runs.Get(ctx, runID)
 	if err != nil {
 		f.T.Fatal(err)
 	}

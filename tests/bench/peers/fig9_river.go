@@ -265,7 +265,7 @@ func (o *ourQueue) handoff(ctx context.Context, i int) (d time.Duration, ok bool
 	if len(s) == 0 {
 		return 0, false, fmt.Errorf("run %s of queued request %s has no step", *req.DispatchedRunID, req.RequestID)
 	}
-	prev, err := o.p.app.Runs.Get(ctx, o.p.app.Pool, *ins[0].RunID)
+	prev, err := o.p.app.Runs.Get(ctx, *ins[0].RunID)
 	if err != nil {
 		return 0, false, err
 	}
@@ -371,7 +371,7 @@ func (o *ourQueue) load(ctx context.Context, round, total, rate int) (ourLoad, e
 		if _, old := finishedBefore[runID]; old {
 			continue
 		}
-		rn, err := o.p.app.Runs.Get(ctx, o.p.app.Pool, runID)
+		rn, err := o.p.app.Runs.Get(ctx, runID)
 		if err != nil {
 			return ourLoad{}, fmt.Errorf("run %s: %w", runID, err)
 		}
