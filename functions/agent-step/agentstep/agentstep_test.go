@@ -52,7 +52,7 @@ func (e env) submit(query string) events.StepReady {
 
 func (e env) run(id string) run.Run {
 	e.T.Helper()
-	r, err := e.Runs.Get(context.Background(), e.Pool, id)
+	r, err := e.Runs.Get(context.Background(), id)
 	if err != nil {
 		e.T.Fatal(err)
 	}

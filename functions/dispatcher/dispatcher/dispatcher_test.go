@@ -41,7 +41,7 @@ func ctxT(t *testing.T) context.Context {
 // finished is the run.finished event of a terminal run.
 func (e env) finished(id string) events.RunFinished {
 	e.T.Helper()
-	r, err := e.Runs.Get(context.Background(), e.Pool, id)
+	r, err := e.Runs.Get(context.Background(), id)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestRunFinishedClosesTheStreamAndDispatchesTheQueueInOrder(t *testing.T) {
 	if n := e.activeRuns(th); n != 1 {
 		t.Errorf("active runs = %d, want 1", n)
 	}
-	next, err := e.Runs.Get(ctx, e.Pool, *r2.DispatchedRunID)
+	next, err := e.Runs.Get(ctx, *r2.DispatchedRunID)
 	if err != nil || next.Status != run.StatusPending || next.RequestID != second.RequestID {
 		t.Fatalf("dispatched run: %+v %v", next, err)
 	}
@@ -280,7 +280,7 @@ func TestSweepRedrivesAStaleRun(t *testing.T) {
 	if err := e.h.Sweep(ctx, events.SweepRequested{}); err != nil {
 		t.Fatalf("Sweep: %v", err)
 	}
-	r, _ := e.Runs.Get(ctx, e.Pool, id)
+	r, _ := e.Runs.Get(ctx, id)
 	if r.RecoveryCount != 1 || r.WorkerID != nil || r.Status != run.StatusRunning {
 		t.Fatalf("run after the sweep: %+v", r)
 	}

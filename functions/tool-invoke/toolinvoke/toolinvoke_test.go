@@ -92,7 +92,7 @@ type callRow struct {
 
 func (e env) call(runID, toolCallID string) callRow {
 	e.T.Helper()
-	tc, err := run.GetToolCall(context.Background(), e.Pool, runID, toolCallID)
+	tc, _, err := e.Runs.GetToolCallAndRun(context.Background(), runID, toolCallID)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestACallRunsOnceItsResultIsRecordedAndTheLastCallReadiesTheNextStep(t *tes
 	if next := runtest.Decode[events.StepReady](t, evs[1]); next.RunID != id || next.StepNo != 2 {
 		t.Errorf("step.ready = %+v", next)
 	}
-	r, _ := e.Runs.Get(ctx, e.Pool, id)
+	r, _ := e.Runs.Get(ctx, id)
 	if r.Status != run.StatusRunning || run.IsTerminal(r.Status) {
 		t.Errorf("run after its tools: %s", r.Status)
 	}
