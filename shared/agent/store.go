@@ -90,8 +90,8 @@ func level(sub access.Subject, a Agent) access.Level {
 
 // Get returns the agent with slug if sub may read it; ErrNotFound otherwise
 // (an invisible agent is indistinguishable from a missing one).
-func (s *Store) Get(ctx context.Context, db postgres.DB, sub access.Subject, slug string) (Agent, error) {
-	a, err := scanAgent(db.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1`, slug))
+func (s *Store) Get(ctx context.Context, sub access.Subject, slug string) (Agent, error) {
+	a, err := scanAgent(s.pool.QueryRow(ctx, `SELECT `+agentCols+` FROM agents WHERE slug = $1`, slug))
 	return visible(a, err, sub, slug)
 }
 

@@ -111,11 +111,11 @@ func TestSeededDefaultAgent(t *testing.T) {
 	if c, err := d.Context(); err != nil || c.Resolve().SystemPrompt != agent.DefaultSystemPrompt {
 		t.Errorf("default context: %+v %v", c, err)
 	}
-	got, err := s.Get(ctx, pool, carol, "default-chatbot")
+	got, err := s.Get(ctx, carol, "default-chatbot")
 	if err != nil || got.ID != d.ID || got.Permission != "read" {
 		t.Fatalf("Get default as user: %+v %v", got, err)
 	}
-	if r, _ := s.Get(ctx, pool, root, "default-chatbot"); r.Permission != "manage" {
+	if r, _ := s.Get(ctx, root, "default-chatbot"); r.Permission != "manage" {
 		t.Errorf("superadmin permission on the built-in = %q", r.Permission)
 	}
 	if got := defaults(t, pool); len(got) != 1 || got[0] != "default-chatbot" {
@@ -216,7 +216,7 @@ func TestAgentVisibility(t *testing.T) {
 		ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "user", "user_uids": ["bob"]}, "manage_scope": null}`)})
 
 	// carol is not in the read scope: the agent does not exist for her.
-	if a, err := s.Get(ctx, pool, carol, "for-bob"); !errors.Is(err, agent.ErrNotFound) || code(err) != "agent_not_found" {
+	if a, err := s.Get(ctx, carol, "for-bob"); !errors.Is(err, agent.ErrNotFound) || code(err) != "agent_not_found" {
 		t.Fatalf("carol sees it: %+v %v", a, err)
 	}
 	if _, err := s.Update(ctx, carol, "for-bob", agent.Input{Name: ptr("carol was here")}); code(err) != "agent_not_found" {
@@ -226,16 +226,16 @@ func TestAgentVisibility(t *testing.T) {
 		t.Fatalf("carol deletes: %v", err)
 	}
 	// An admin is not in the read scope either: the role ceiling does not grant access.
-	if _, err := s.Get(ctx, pool, adm, "for-bob"); code(err) != "agent_not_found" {
+	if _, err := s.Get(ctx, adm, "for-bob"); code(err) != "agent_not_found" {
 		t.Fatalf("admin sees it: %v", err)
 	}
 	// A missing agent looks the same.
-	if _, err := s.Get(ctx, pool, bob, "no-such-agent"); code(err) != "agent_not_found" {
+	if _, err := s.Get(ctx, bob, "no-such-agent"); code(err) != "agent_not_found" {
 		t.Fatalf("missing: %v", err)
 	}
 
 	// bob may read but not change it.
-	got, err := s.Get(ctx, pool, bob, "for-bob")
+	got, err := s.Get(ctx, bob, "for-bob")
 	if err != nil || got.ID != shared.ID || got.Permission != "read" {
 		t.Fatalf("bob: %+v %v", got, err)
 	}
@@ -253,7 +253,7 @@ func TestAgentVisibility(t *testing.T) {
 
 	// The creator and a superadmin manage it.
 	for _, sub := range []access.Subject{alice, root} {
-		a, err := s.Get(ctx, pool, sub, "for-bob")
+		a, err := s.Get(ctx, sub, "for-bob")
 		if err != nil || a.Permission != "manage" {
 			t.Fatalf("%s: %+v %v", sub.UID, a, err)
 		}
@@ -267,13 +267,13 @@ func TestAgentVisibility(t *testing.T) {
 	mustCreate(t, s, alice, agent.Input{Name: ptr("Team"), Slug: ptr("team"),
 		ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "department", "department_ids": [1]},
 			"manage_scope": {"access_level": "user", "user_uids": ["bob"]}}`)})
-	if a, err := s.Get(ctx, pool, bob, "team"); err != nil || a.Permission != "manage" {
+	if a, err := s.Get(ctx, bob, "team"); err != nil || a.Permission != "manage" {
 		t.Fatalf("bob on team: %+v %v", a, err)
 	}
 	if _, err := s.Update(ctx, bob, "team", agent.Input{Name: ptr("Team B")}); err != nil {
 		t.Fatalf("bob manages team: %v", err)
 	}
-	if _, err := s.Get(ctx, pool, carol, "team"); code(err) != "agent_not_found" {
+	if _, err := s.Get(ctx, carol, "team"); code(err) != "agent_not_found" {
 		t.Fatalf("carol (other department) on team: %v", err)
 	}
 
@@ -281,10 +281,10 @@ func TestAgentVisibility(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE agents SET share_config = '{"version": 1}' WHERE slug = 'team'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Get(ctx, pool, bob, "team"); code(err) != "agent_not_found" {
+	if _, err := s.Get(ctx, bob, "team"); code(err) != "agent_not_found" {
 		t.Fatalf("bob with a corrupt share_config: %v", err)
 	}
-	if a, err := s.Get(ctx, pool, alice, "team"); err != nil || a.Permission != "manage" {
+	if a, err := s.Get(ctx, alice, "team"); err != nil || a.Permission != "manage" {
 		t.Fatalf("creator with a corrupt share_config: %+v %v", a, err)
 	}
 }

@@ -259,7 +259,7 @@ func (s *Service) notify(ctx context.Context, threadID string, what string) {
 	_, _ = s.notifier.NotifyQueue(context.WithoutCancel(ctx), threadID, map[string]any{"change": what})
 }
 
-// subject converts an owner uid into an access subject for agent lookups.
+// lockScope locks uid's thread in tx and returns the queue's scope on it.
 func lockScope(ctx context.Context, tx pgx.Tx, uid, agentSlug, threadID string) (Scope, error) {
 	l, err := thread.Lock(ctx, tx, uid, threadID)
 	if err != nil {

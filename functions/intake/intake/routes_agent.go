@@ -78,7 +78,7 @@ func (s *Server) defaultAgent(w http.ResponseWriter, r *http.Request, p auth.Pri
 }
 
 func (s *Server) getAgent(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	a, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), r.PathValue("agent_id"))
+	a, err := s.d.Agents.Get(r.Context(), subject(p), r.PathValue("agent_id"))
 	if err != nil {
 		return err
 	}
@@ -125,13 +125,13 @@ func (s *Server) setDefaultAgent(w http.ResponseWriter, r *http.Request, p auth.
 	slug := r.PathValue("agent_id")
 	// An admin may only make an agent it can see the default: check before
 	// the move, so that a 404 changes nothing.
-	if _, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), slug); err != nil {
+	if _, err := s.d.Agents.Get(r.Context(), subject(p), slug); err != nil {
 		return err
 	}
 	if err := s.d.Agents.SetDefault(r.Context(), slug); err != nil {
 		return err
 	}
-	a, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), slug)
+	a, err := s.d.Agents.Get(r.Context(), subject(p), slug)
 	if err != nil {
 		return err
 	}

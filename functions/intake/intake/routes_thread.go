@@ -17,7 +17,7 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request, p auth.Pri
 	if in.AgentID == "" {
 		return failure.Unprocessable("invalid_thread", "agent_id is required")
 	}
-	if _, err := s.d.Agents.Get(r.Context(), s.d.Pool, subject(p), in.AgentID); err != nil {
+	if _, err := s.d.Agents.Get(r.Context(), subject(p), in.AgentID); err != nil {
 		return err
 	}
 	t, err := s.d.Threads.Create(r.Context(), p.UID, in)
