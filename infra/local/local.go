@@ -124,7 +124,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter))
 
 	hub := core.NewHub()
-	api := intake.New(intake.Deps{Pool: core.Pool, Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
+	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken})

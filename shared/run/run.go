@@ -213,6 +213,21 @@ func (s *Store) GetForUser(ctx context.Context, uid, id string) (Run, error) {
 	return r, nil
 }
 
+// Output returns the content of r's final assistant message (its
+// output_message_id), or "" while it has none.
+func (s *Store) Output(ctx context.Context, r Run) (string, error) {
+	if r.OutputMessageID == nil {
+		return "", nil
+	}
+	var out string
+	err := s.pool.QueryRow(ctx, `SELECT content FROM messages WHERE id = $1 AND run_id = $2 AND role = 'assistant'`,
+		*r.OutputMessageID, r.ID).Scan(&out)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return out, err
+}
+
 // LatestForThread returns the newest chat or resume run of (uid, agent, thread), if any.
 func (s *Store) LatestForThread(ctx context.Context, uid, agentSlug, threadID string) (*Run, error) {
 	return s.LatestForThreadTx(ctx, s.pool, uid, agentSlug, threadID)

@@ -39,7 +39,7 @@ func newAuthAPI(t *testing.T) authAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(intake.New(intake.Deps{Pool: pool, Auth: svc}).Handler())
+	srv := httptest.NewServer(intake.New(intake.Deps{Auth: svc}).Handler())
 	t.Cleanup(srv.Close)
 	return authAPI{t: t, srv: srv, svc: svc, pool: pool}
 }

@@ -39,7 +39,7 @@ func newChatAPI(t *testing.T) chatAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(intake.New(intake.Deps{Pool: f.Pool, Auth: svc, Agents: f.Agents, Threads: f.Threads,
+	srv := httptest.NewServer(intake.New(intake.Deps{Auth: svc, Agents: f.Agents, Threads: f.Threads,
 		Queue: f.Queue, Runs: f.Runs, Tools: f.Tools}).Handler())
 	t.Cleanup(srv.Close)
 

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
@@ -23,7 +21,6 @@ import (
 
 // Deps are the intake's collaborators, built by main.
 type Deps struct {
-	Pool    *pgxpool.Pool
 	Auth    *auth.Service
 	Agents  *agent.Store
 	Threads *thread.Store

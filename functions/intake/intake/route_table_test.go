@@ -37,7 +37,7 @@ func TestRouteTableAccess(t *testing.T) {
 	userTok := a.addUser(root, "plain")
 	// A server whose table includes the knowledge routes; their handlers
 	// never run here since every request below is refused first.
-	full := intake.New(intake.Deps{Pool: a.pool, Auth: a.svc, KBs: &kb.Store{}})
+	full := intake.New(intake.Deps{Auth: a.svc, KBs: &kb.Store{}})
 	srv := httptest.NewServer(full.Handler())
 	t.Cleanup(srv.Close)
 	a.srv = srv

@@ -87,12 +87,9 @@ func (s *Server) runResult(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if err != nil {
 		return err
 	}
-	output := ""
-	if ru.OutputMessageID != nil {
-		if err := s.d.Pool.QueryRow(r.Context(), `SELECT content FROM messages WHERE id = $1 AND run_id = $2 AND role = 'assistant'`,
-			*ru.OutputMessageID, ru.ID).Scan(&output); err != nil {
-			return err
-		}
+	output, err := s.d.Runs.Output(r.Context(), ru)
+	if err != nil {
+		return err
 	}
 	usage := ru.TokenUsage
 	if len(usage) == 0 {
