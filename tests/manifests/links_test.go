@@ -84,3 +84,32 @@ func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
 		}
 	}
 }
+
+// TestHandlersHoldNoSQL: a function's handler package decodes, calls use cases
+// in shared/ and encodes; SQL and transactions live in the domain packages.
+// A handler package importing a PostgreSQL driver is the sign it grew some.
+func TestHandlersHoldNoSQL(t *testing.T) {
+	root := repoRoot(t)
+	cmd := exec.Command("go", "list", "-f", `{{if ne .Name "main"}}{{.ImportPath}} {{join .Imports " "}}{{end}}`, "./functions/...")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	handlers := 0
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			continue
+		}
+		handlers++
+		for _, imp := range fields[1:] {
+			if strings.HasPrefix(imp, "github.com/jackc/pgx") || imp == "database/sql" {
+				t.Errorf("%s imports %s: move its SQL into the shared/ package that owns the table", fields[0], imp)
+			}
+		}
+	}
+	if handlers < 6 {
+		t.Fatalf("found %d handler packages under functions/, expected one per function", handlers)
+	}
+}

@@ -5,7 +5,7 @@
 // Lambda Function URL or functions-framework.
 //
 // Imported by: functions/intake (main), infra/local, tests.
-// May import: events, shared/* and pgx.
+// May import: events, shared/* (not pgx: the stores in shared/ own the SQL).
 package intake
 
 import (
