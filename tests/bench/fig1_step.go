@@ -30,7 +30,7 @@ const (
 	stepWarm    = 30  // steps (and floor commits) before timing
 	stepTimed   = 300 // timed steps, each followed by one timed floor commit
 	stepCounted = 100 // steps whose transactions are counted
-	stepTarget  = 3.0 // p50 ≤ 3× floor p50
+	stepTarget  = 2.0 // p50 ≤ 2× floor p50 (issue 7; was 3×)
 	commitsMax  = 2.0 // write commits per step
 )
 
