@@ -8,6 +8,7 @@
 // vs floor)` lines, target verdicts and the summary). Both programs print
 // through it, so their figures share one format.
 //
-// Imported by: tests/bench and the peers module (tests/bench/peers, a module of its own that the check of this line cannot see).
+// Imported by: tests/bench, and the peers module (tests/bench/peers, a
+// module of its own, which tests/manifests cannot list).
 // May import: shared/postgres, pgx, go-redis.
 package benchkit
