@@ -40,13 +40,11 @@ func figStep(ctx context.Context, e *env, r *benchkit.Report) error {
 		"agentstep.Handle of step 1 (claim, transcript, model turn, commit, stream end) with an in-process model that answers "+
 			"\"ok\" without tool calls; floor: BEGIN; INSERT INTO bench_floor; COMMIT (pgx, same pool settings, same database), "+
 			"timed alternately with the steps")
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 
 	penv := e.platformEnv(db, prefix)
 	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")

@@ -24,13 +24,11 @@ func figIntake(ctx context.Context, e *env, r *benchkit.Report) error {
 		"the intake function as its own process (events go to a sink that accepts them); each request is a new message on its own thread "+
 			"and dispatches a run; floor: 50 goroutines doing BEGIN; INSERT; COMMIT (pgx, same pool settings, same database); "+
 			"bursts alternate floor, intake, floor, intake…")
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	in, err := e.startIntake(ctx, db, prefix)
 	if err != nil {
 		return err

@@ -48,13 +48,11 @@ func figSSE(ctx context.Context, e *env, r *benchkit.Report) error {
 		"real HTTP to the intake function's GET /api/agent/runs/{id}/events (intake as its own process; its runs stay pending, so streams stay open); "+
 			"the bench appends custom events with runstream.Writer; latency = just before the append → the data line read by the client; "+
 			"floor: bare XADD → XREAD BLOCK on one stream and one dedicated connection")
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	in, err := e.startIntake(ctx, db, prefix)
 	if err != nil {
 		return err

@@ -28,13 +28,11 @@ func figColdStart(ctx context.Context, e *env, r *benchkit.Report) error {
 		fmt.Sprintf("each binary started %d times (interleaved), timed from just before exec to reading \"<function>: ready on <addr>\" on its stderr, "+
 			"VmRSS read at that moment, then SIGKILL; the functions connect to a migrated bench database and Redis before they are ready; "+
 			"floor: a hello-world net/http binary built by the bench, measured the same way", coldStarts))
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	penv := e.platformEnv(db, prefix)
 	penv["PORT"] = "0"
 

@@ -163,13 +163,11 @@ var chunkColumns = []string{"chunk_id", "kb_id", "file_id", "chunk_index", "cont
 // knowledge_chunks) against psql \copy of the same rows into a table
 // created LIKE knowledge_chunks, on a database with the server's settings.
 func figCommit(ctx context.Context, e *env, r *benchkit.Report, ds *retrievaleval.Dataset) error {
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-bench-blob-")
 	if err != nil {
 		return err
@@ -378,13 +376,11 @@ func figEndToEnd(ctx context.Context, e *env, r *benchkit.Report, ds *retrievale
 		"per file from the KB's status notices (GET …/events, time of receipt): queue wait (added → parsing), parse, "+
 		"wait (parsed → indexing), index; intake: GET %s every %s, idle before the uploads and while the files are processed",
 		len(docs), e2ePDFs, e2eUploaders, intakeRequest, intakeEvery)
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-bench-blob-")
 	if err != nil {
 		return err

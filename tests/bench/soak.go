@@ -60,13 +60,11 @@ type soakSample struct {
 func runSoak(ctx context.Context, e *env, cfg soakConfig, out io.Writer) error {
 	fmt.Fprintf(out, "soak: %s at %.0f runs/s with %d SSE clients; retention windows %s (outbox, kept keys, stream TTL), stream tail %s\n",
 		cfg.Duration, cfg.Rate, cfg.SSE, cfg.Window, cfg.Window/4)
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-soak-objects-")
 	if err != nil {
 		return err

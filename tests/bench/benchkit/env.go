@@ -131,6 +131,17 @@ func (e *Env) DropDatabase(db DB) {
 	}
 }
 
+// Scratch gives a figure a database (NewDatabase) and a Redis key prefix
+// (NewPrefix) of its own; drop removes the keys, then the database.
+func (e *Env) Scratch(ctx context.Context) (db DB, prefix string, drop func(), err error) {
+	db, err = e.NewDatabase(ctx)
+	if err != nil {
+		return DB{}, "", nil, err
+	}
+	prefix = NewPrefix()
+	return db, prefix, func() { e.DropPrefix(prefix); e.DropDatabase(db) }, nil
+}
+
 // NewPrefix returns a Redis key prefix of its own for one figure.
 func NewPrefix() string { return "yuxibench:" + RandomHex(6) + ":" }
 

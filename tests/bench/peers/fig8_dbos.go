@@ -32,13 +32,11 @@ func figDBOS(ctx context.Context, e *env, r *benchkit.Report) error {
 			"tool-invoke and dispatcher handlers on the in-process bus (a step = one model turn, its commit, its tool call and the fan-in that readies the next); "+
 			"DBOS: a workflow of 10 dbos.RunAsStep no-op steps; step time = start of a step to start of the next (the last: to the run's end "+
 			"committed / GetResult); floor: BEGIN; INSERT; COMMIT; workflows alternate ours, DBOS, 10 floor commits; all on one database")
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 
 	p, err := e.openPlatform(ctx, db, prefix, scriptedModels{toolSteps: wfSteps - 1})
 	if err != nil {

@@ -45,13 +45,11 @@ func figRiver(ctx context.Context, e *env, r *benchkit.Report) error {
 			"to the agent-step handler's entry; threads picked at random, "+
 			"submissions on one thread in order; River v0.51 (riverpgxv5, default fetch settings, "+fmt.Sprint(riverWorkers)+" workers, its own schema in the "+
 			"same database): from Insert's return to the no-op worker's entry; idle: one at a time, "+sz.idleGap.String()+" apart")
-	db, err := e.NewDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.DropDatabase(db)
-	prefix := benchkit.NewPrefix()
-	defer e.DropPrefix(prefix)
+	defer drop()
 
 	p, err := e.openPlatform(ctx, db, prefix, scriptedModels{toolSteps: 0})
 	if err != nil {
