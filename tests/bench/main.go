@@ -25,7 +25,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -40,17 +39,14 @@ func main() {
 }
 
 // figures in report order.
-var figures = []struct {
-	id, name string
-	run      func(context.Context, *env, *benchkit.Report) error
-}{
-	{"1", "figure 1 (agent-step overhead)", figStep},
-	{"2", "figure 2 (intake under concurrency)", figIntake},
-	{"3", "figure 3 (SSE delivery and idle cost)", figSSE},
-	{"4", "figure 4 (cold start)", figColdStart},
-	{"5", "figure 5 (retrieval quality)", figQuality},
-	{"6", "figure 6 (query latency)", figQuery},
-	{"7", "figure 7 (ingestion)", figIngest},
+var figures = []benchkit.Figure[*env]{
+	{ID: "1", Name: "figure 1 (agent-step overhead)", Run: figStep},
+	{ID: "2", Name: "figure 2 (intake under concurrency)", Run: figIntake},
+	{ID: "3", Name: "figure 3 (SSE delivery and idle cost)", Run: figSSE},
+	{ID: "4", Name: "figure 4 (cold start)", Run: figColdStart},
+	{ID: "5", Name: "figure 5 (retrieval quality)", Run: figQuality},
+	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
+	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
@@ -115,14 +111,7 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	fmt.Fprintf(stdout, "yuxi bench — %s\n", e.Describe(ctx))
 	fmt.Fprintln(stdout, "each result: name: value (ratio vs a floor measured in this run); absolute times are for orientation only")
 	start := time.Now()
-	for _, f := range figures {
-		if !slices.Contains(selected, f.id) {
-			continue
-		}
-		if err := f.run(ctx, e, rep); err != nil {
-			rep.Fail(f.name, err)
-		}
-	}
+	benchkit.RunFigures(ctx, figures, selected, e, rep)
 	rep.Summary()
 	fmt.Fprintf(stderr, "bench: done in %s\n", time.Since(start).Round(time.Second))
 	if len(rep.Failed()) > 0 {

@@ -22,7 +22,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,12 +37,9 @@ func main() {
 }
 
 // figures in report order; the numbers continue those of tests/bench.
-var figures = []struct {
-	id, name string
-	run      func(context.Context, *env, *benchkit.Report) error
-}{
-	{"8", "figure 8 (durable step vs DBOS Transact)", figDBOS},
-	{"9", "figure 9 (queue dispatch vs River)", figRiver},
+var figures = []benchkit.Figure[*env]{
+	{ID: "8", Name: "figure 8 (durable step vs DBOS Transact)", Run: figDBOS},
+	{ID: "9", Name: "figure 9 (queue dispatch vs River)", Run: figRiver},
 }
 
 // sizes are the sample counts, from the environment (YUXI_BENCH_PEERS_*)
@@ -115,14 +111,7 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	fmt.Fprintf(stdout, "yuxi bench, peers — %s\n", e.Describe(ctx))
 	fmt.Fprintln(stdout, "each result: name: value (ratio vs a peer or a floor measured in this run); absolute times are for orientation only")
 	start := time.Now()
-	for _, f := range figures {
-		if !slices.Contains(selected, f.id) {
-			continue
-		}
-		if err := f.run(ctx, e, rep); err != nil {
-			rep.Fail(f.name, err)
-		}
-	}
+	benchkit.RunFigures(ctx, figures, selected, e, rep)
 	rep.Summary()
 	fmt.Fprintf(stderr, "bench peers: done in %s\n", time.Since(start).Round(time.Second))
 	if len(rep.Failed()) > 0 {
