@@ -22,6 +22,7 @@ import (
 	runs "github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 1: the cost of one agent step around an instant model, against the
@@ -34,21 +35,19 @@ const (
 	commitsMax  = 2.0 // write commits per step
 )
 
-func figStep(ctx context.Context, e *env, r *report) error {
-	r.section("[1] agent-step overhead, instant model",
+func figStep(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[1] agent-step overhead, instant model",
 		"agentstep.Handle of step 1 (claim, transcript, model turn, commit, stream end) with an in-process model that answers "+
 			"\"ok\" without tool calls; floor: BEGIN; INSERT INTO bench_floor; COMMIT (pgx, same pool settings, same database), "+
 			"timed alternately with the steps")
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 
 	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
+	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
 	if err != nil {
 		return err
 	}
@@ -65,21 +64,21 @@ func figStep(ctx context.Context, e *env, r *report) error {
 	if err != nil {
 		return err
 	}
-	floor, err := openCommitFloor(ctx, db.URL)
+	floor, err := benchkit.OpenCommitFloor(ctx, db.URL)
 	if err != nil {
 		return err
 	}
-	defer floor.close()
+	defer floor.Close()
 
 	// Timing, with the production wiring of functions/agent-step (the
 	// handler over bootstrap's stores, its relay acknowledging in batches).
-	e.progress("figure 1: timing %d steps against %d commits", stepTimed, stepTimed)
+	e.Progress("figure 1: timing %d steps against %d commits", stepTimed, stepTimed)
 	relayCtx, stopRelay := context.WithCancel(ctx)
 	relayDone := make(chan struct{})
 	go func() { defer close(relayDone); _ = app.Relay.Run(relayCtx) }()
 	h := agentstep.New(app.Runs, instantModels{}, app.Tools, app.Stream,
 		agentstep.Config{WorkerID: "bench-agent-step", Lease: cfg.StepLease}, app.Log)
-	var stepLat, floorLat samples
+	var stepLat, floorLat benchkit.Samples
 	for i, s := range steps[:stepWarm+stepTimed] {
 		t0 := time.Now()
 		if err := h.Handle(ctx, s); err != nil {
@@ -87,7 +86,7 @@ func figStep(ctx context.Context, e *env, r *report) error {
 			return fmt.Errorf("step of run %s: %w", s.RunID, err)
 		}
 		d := time.Since(t0)
-		fd, err := floor.once(ctx)
+		fd, err := floor.Once(ctx)
 		if err != nil {
 			stopRelay()
 			return fmt.Errorf("floor commit: %w", err)
@@ -104,19 +103,19 @@ func figStep(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	var done int
-	if err := floor.pool.QueryRow(ctx, `SELECT count(*) FROM agent_runs WHERE status = 'completed'`).Scan(&done); err != nil {
+	if err := floor.Pool.QueryRow(ctx, `SELECT count(*) FROM agent_runs WHERE status = 'completed'`).Scan(&done); err != nil {
 		return err
 	}
 	if done != len(steps) {
 		return fmt.Errorf("%d of %d runs completed: a step did not finish its run", done, len(steps))
 	}
 
-	p50, p99 := stepLat.p50(), stepLat.p99()
-	f50, f99 := floorLat.p50(), floorLat.p99()
-	r50 := durRatio(p50, f50)
-	r.line("step_p50", ms(p50), x(r50)+" vs floor "+ms(f50), fmt.Sprintf("≤ %.0f×", stepTarget), r50 <= stepTarget)
-	r.line("step_p99", ms(p99), x(durRatio(p99, f99))+" vs floor "+ms(f99), "", false)
-	r.detail("%d timed steps and %d floor commits, alternating; %d steps completed %d runs", stepTimed, stepTimed, len(steps), done)
+	p50, p99 := stepLat.P50(), stepLat.P99()
+	f50, f99 := floorLat.P50(), floorLat.P99()
+	r50 := benchkit.DurRatio(p50, f50)
+	r.Line("step_p50", benchkit.Ms(p50), benchkit.X(r50)+" vs floor "+benchkit.Ms(f50), fmt.Sprintf("≤ %.0f×", stepTarget), r50 <= stepTarget)
+	r.Line("step_p99", benchkit.Ms(p99), benchkit.X(benchkit.DurRatio(p99, f99))+" vs floor "+benchkit.Ms(f99), "", false)
+	r.Detail("%d timed steps and %d floor commits, alternating; %d steps completed %d runs", stepTimed, stepTimed, len(steps), done)
 	counted.print(r)
 	return nil
 }
@@ -175,8 +174,8 @@ type stepCounts struct {
 // counter (the stores are built like chat.Open builds them), and reads
 // the server's counters around them. Every other pool on the database is idle
 // and flushed first, so the server delta is the steps' own.
-func countStepCommits(ctx context.Context, e *env, db benchDB, app *benchApp, floor *commitFloor, cfg bootstrap.Config, steps []events.StepReady) (stepCounts, error) {
-	e.progress("figure 1: counting transactions of %d steps", stepCounted)
+func countStepCommits(ctx context.Context, e *env, db benchkit.DB, app *benchApp, floor *benchkit.CommitFloor, cfg bootstrap.Config, steps []events.StepReady) (stepCounts, error) {
+	e.Progress("figure 1: counting transactions of %d steps", stepCounted)
 	counter := newCommitCounter()
 	pool, err := openTracedPool(ctx, db.URL, counter)
 	if err != nil {
@@ -208,7 +207,7 @@ func countStepCommits(ctx context.Context, e *env, db benchDB, app *benchApp, fl
 		}
 	}
 	time.Sleep(100 * time.Millisecond) // the warm-up's acknowledgements land
-	pools := []*pgxpool.Pool{app.Pool, floor.pool, pool}
+	pools := []*pgxpool.Pool{app.Pool, floor.Pool, pool}
 	if _, err := flushStats(ctx, pools...); err != nil {
 		return stepCounts{}, err
 	}
@@ -258,25 +257,25 @@ func countStepCommits(ctx context.Context, e *env, db benchDB, app *benchApp, fl
 		xacts: after.total() - before.total() - int64(n), walSync: walAfter - walBefore, walIdle: walIdle - walAfter, window: window}, nil
 }
 
-func (c stepCounts) print(r *report) {
+func (c stepCounts) print(r *benchkit.Report) {
 	per := func(v int64) float64 { return float64(v) / float64(c.n) }
 	cl := c.client
 	writes := per(int64(cl.writes()))
-	r.line("commits_per_step", fmt.Sprintf("%.2f", writes), x(writes)+" vs floor 1 commit per INSERT+COMMIT",
+	r.Line("commits_per_step", fmt.Sprintf("%.2f", writes), benchkit.X(writes)+" vs floor 1 commit per INSERT+COMMIT",
 		fmt.Sprintf("≤ %.0f", commitsMax), writes <= commitsMax)
-	r.detail("write commits issued by the step: %.2f durable (the step commit: message, step record, run, outbox) + %.2f with synchronous_commit=off (the claim)",
+	r.Detail("write commits issued by the step: %.2f durable (the step commit: message, step record, run, outbox) + %.2f with synchronous_commit=off (the claim)",
 		per(int64(cl.durable)), per(int64(cl.async)))
-	r.detail("not counted above: %.2f outbox acknowledgement batches (async, shared by every event acknowledged within 20ms), %.2f read-only statements, %.2f rollbacks, %.2f prepares, %.2f pool pings",
+	r.Detail("not counted above: %.2f outbox acknowledgement batches (async, shared by every event acknowledged within 20ms), %.2f read-only statements, %.2f rollbacks, %.2f prepares, %.2f pool pings",
 		per(int64(cl.ack)), per(int64(cl.readOnly)), per(int64(cl.rollback)), per(int64(cl.prepares)), per(int64(cl.pings)))
-	r.detail("server, bench database: pg_stat_database xact_commit+xact_rollback %.2f/step (every transaction, read-only ones too; client-side total %.2f/step)",
+	r.Detail("server, bench database: pg_stat_database xact_commit+xact_rollback %.2f/step (every transaction, read-only ones too; client-side total %.2f/step)",
 		per(c.xacts), per(int64(cl.serverVisible())))
-	r.detail("server, whole cluster: pg_stat_wal.wal_sync %.2f/step (durable commits wait for one; async ones are flushed by the WAL writer; other databases add %.2f/step-equivalent when idle)",
+	r.Detail("server, whole cluster: pg_stat_wal.wal_sync %.2f/step (durable commits wait for one; async ones are flushed by the WAL writer; other databases add %.2f/step-equivalent when idle)",
 		per(c.walSync), per(c.walIdle))
 	rd := c.redis
 	step := c.inSteps / time.Duration(c.n)
 	pgT, rT := cl.waited/time.Duration(c.n), (rd.tripTime+rd.dialTime)/time.Duration(c.n)
-	r.detail("where a counted step's %s goes (client side): %.1f Postgres round trips (the floor makes 3) %s, %.1f Redis round trips + %.2f new Redis connections %s, everything else %s",
-		ms(step), per(int64(cl.statements)), ms(pgT), per(int64(rd.trips)), per(int64(rd.dials)), ms(rT), ms(step-pgT-rT))
+	r.Detail("where a counted step's %s goes (client side): %.1f Postgres round trips (the floor makes 3) %s, %.1f Redis round trips + %.2f new Redis connections %s, everything else %s",
+		benchkit.Ms(step), per(int64(cl.statements)), benchkit.Ms(pgT), per(int64(rd.trips)), per(int64(rd.dials)), benchkit.Ms(rT), benchkit.Ms(step-pgT-rT))
 }
 
 // stepRecorder is the bench's event bus: it keeps StepReady events by run

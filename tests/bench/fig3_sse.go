@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 3: event appended → bytes at the client through the intake's SSE
@@ -37,30 +38,28 @@ type benchMark struct {
 // sseClient is what one SSE client received.
 type sseClient struct {
 	mu         sync.Mutex
-	lat        samples
+	lat        benchkit.Samples
 	next       int
 	outOfOrder int
 }
 
-func figSSE(ctx context.Context, e *env, r *report) error {
-	r.section("[3] SSE delivery with 200 concurrent streams, and idle streams' database cost",
+func figSSE(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[3] SSE delivery with 200 concurrent streams, and idle streams' database cost",
 		"real HTTP to the intake function's GET /api/agent/runs/{id}/events (intake as its own process; its runs stay pending, so streams stay open); "+
 			"the bench appends custom events with runstream.Writer; latency = just before the append → the data line read by the client; "+
 			"floor: bare XADD → XREAD BLOCK on one stream and one dedicated connection")
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 	in, err := e.startIntake(ctx, db, prefix)
 	if err != nil {
 		return err
 	}
 	defer in.stop()
 
-	e.progress("figure 3: opening %d SSE streams", sseStreams)
+	e.Progress("figure 3: opening %d SSE streams", sseStreams)
 	runs, err := in.api.openRuns(ctx, sseStreams)
 	if err != nil {
 		return err
@@ -100,7 +99,7 @@ func figSSE(ctx context.Context, e *env, r *report) error {
 	}
 	defer st.close()
 
-	w := runstream.NewWriter(e.rdb, runstream.Config{Prefix: prefix})
+	w := runstream.NewWriter(e.Redis, runstream.Config{Prefix: prefix})
 	// Warm-up: every subscription is live and has delivered one event.
 	for _, id := range runs {
 		if _, err := w.Append(ctx, id, "", runstream.EventCustom, benchMark{Name: "bench", Warm: true}); err != nil {
@@ -115,8 +114,8 @@ func figSSE(ctx context.Context, e *env, r *report) error {
 		}
 	}
 
-	e.progress("figure 3: floor (XADD → XREAD BLOCK), then %d events on each of %d streams", sseEvents, sseStreams)
-	floor, err := redisFloor(ctx, e.rdb, prefix+"floor", sseFloorEvents, 5*time.Millisecond)
+	e.Progress("figure 3: floor (XADD → XREAD BLOCK), then %d events on each of %d streams", sseEvents, sseStreams)
+	floor, err := redisFloor(ctx, e.Redis, prefix+"floor", sseFloorEvents, 5*time.Millisecond)
 	if err != nil {
 		return err
 	}
@@ -130,7 +129,7 @@ func figSSE(ctx context.Context, e *env, r *report) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	var lat samples
+	var lat benchkit.Samples
 	outOfOrder := 0
 	for _, c := range clients {
 		c.mu.Lock()
@@ -138,12 +137,12 @@ func figSSE(ctx context.Context, e *env, r *report) error {
 		outOfOrder += c.outOfOrder
 		c.mu.Unlock()
 	}
-	p99, f99 := lat.p99(), floor.p99()
-	r.line("sse_delivery_p99", ms(p99), x(durRatio(p99, f99))+" vs floor "+ms(f99), "≤ "+ms(sseTarget), p99 <= sseTarget && len(lat) > 0)
-	r.detail("p50 %s (floor p50 %s), max %s; %d events received of %d, %d out of order; %d streams",
-		ms(lat.p50()), ms(floor.p50()), ms(lat.pct(100)), len(lat), want, outOfOrder, len(runs))
+	p99, f99 := lat.P99(), floor.P99()
+	r.Line("sse_delivery_p99", benchkit.Ms(p99), benchkit.X(benchkit.DurRatio(p99, f99))+" vs floor "+benchkit.Ms(f99), "≤ "+benchkit.Ms(sseTarget), p99 <= sseTarget && len(lat) > 0)
+	r.Detail("p50 %s (floor p50 %s), max %s; %d events received of %d, %d out of order; %d streams",
+		benchkit.Ms(lat.P50()), benchkit.Ms(floor.P50()), benchkit.Ms(lat.Pct(100)), len(lat), want, outOfOrder, len(runs))
 
-	e.progress("figure 3: idle window %s, then a control window with one API call", sseIdleWindow)
+	e.Progress("figure 3: idle window %s, then a control window with one API call", sseIdleWindow)
 	idle, err := idleQueries(ctx, e, db, sseIdleWindow, nil)
 	if err != nil {
 		return err
@@ -157,11 +156,11 @@ func figSSE(ctx context.Context, e *env, r *report) error {
 	if err := st.err(); err != nil {
 		return err
 	}
-	r.line("idle_sse_queries", strconv.FormatInt(idle.xacts, 10), "floor 0: nothing to do", "0", idle.xacts == 0 && idle.opened == 0)
-	r.detail("%d idle SSE clients connected throughout a %s window: the intake's database counted %d transactions (pg_stat_database xact_commit+xact_rollback) "+
+	r.Line("idle_sse_queries", strconv.FormatInt(idle.xacts, 10), "floor 0: nothing to do", "0", idle.xacts == 0 && idle.opened == 0)
+	r.Detail("%d idle SSE clients connected throughout a %s window: the intake's database counted %d transactions (pg_stat_database xact_commit+xact_rollback) "+
 		"and the intake opened %d connections; its %d connections from authorising the streams were closed before the window so that every counter was published",
 		len(runs), sseIdleWindow, idle.xacts, idle.opened, idle.closed)
-	r.detail("control: the same method around one GET /api/agent/runs/{id} in a 1s window counted %d transactions and %d new connections (must not be 0)",
+	r.Detail("control: the same method around one GET /api/agent/runs/{id} in a 1s window counted %d transactions and %d new connections (must not be 0)",
 		control.xacts, control.opened)
 	if control.xacts == 0 || control.opened == 0 {
 		return errors.New("the idle-query method did not see the control request's queries")
@@ -210,7 +209,7 @@ type idleResult struct {
 //
 // during, when not nil, runs at the start of the window: the control run
 // makes one API call there to show that the method sees it.
-func idleQueries(ctx context.Context, e *env, db benchDB, window time.Duration, during func(context.Context) error) (idleResult, error) {
+func idleQueries(ctx context.Context, e *env, db benchkit.DB, window time.Duration, during func(context.Context) error) (idleResult, error) {
 	var res idleResult
 	var err error
 	if res.closed, err = e.terminateBackends(ctx, db.Name); err != nil {
@@ -240,7 +239,7 @@ func idleQueries(ctx context.Context, e *env, db benchDB, window time.Duration, 
 
 // redisFloor measures XADD → XREAD BLOCK on one stream with one dedicated
 // reader connection: the floor under any fan-out design.
-func redisFloor(ctx context.Context, rdb *redis.Client, key string, n int, every time.Duration) (samples, error) {
+func redisFloor(ctx context.Context, rdb *redis.Client, key string, n int, every time.Duration) (benchkit.Samples, error) {
 	opt := *rdb.Options()
 	opt.PoolSize, opt.MinIdleConns = 1, 0
 	reader := redis.NewClient(&opt)
@@ -249,7 +248,7 @@ func redisFloor(ctx context.Context, rdb *redis.Client, key string, n int, every
 	if err := reader.Ping(ctx).Err(); err != nil {
 		return nil, err
 	}
-	lat := make(samples, 0, n)
+	lat := make(benchkit.Samples, 0, n)
 	done := make(chan error, 1)
 	go func() {
 		cursor := "0-0" // the key is new: block until its first entry

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 4: exec → ready of every function binary, against a hello-world.
@@ -18,22 +19,20 @@ const (
 )
 
 type coldResult struct {
-	lat    samples
+	lat    benchkit.Samples
 	maxRSS int64
 }
 
-func figColdStart(ctx context.Context, e *env, r *report) error {
-	r.section("[4] cold start of each function binary, exec → ready line",
+func figColdStart(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[4] cold start of each function binary, exec → ready line",
 		fmt.Sprintf("each binary started %d times (interleaved), timed from just before exec to reading \"<function>: ready on <addr>\" on its stderr, "+
 			"VmRSS read at that moment, then SIGKILL; the functions connect to a migrated bench database and Redis before they are ready; "+
 			"floor: a hello-world net/http binary built by the bench, measured the same way", coldStarts))
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 	penv := e.platformEnv(db, prefix)
 	penv["PORT"] = "0"
 
@@ -57,7 +56,7 @@ func figColdStart(ctx context.Context, e *env, r *report) error {
 		p.kill()
 		inits[n] = it
 	}
-	e.progress("figure 4: %d starts of %d binaries", coldStarts, len(names))
+	e.Progress("figure 4: %d starts of %d binaries", coldStarts, len(names))
 	res := map[string]*coldResult{}
 	for _, n := range names {
 		res[n] = &coldResult{}
@@ -79,7 +78,7 @@ func figColdStart(ctx context.Context, e *env, r *report) error {
 
 	// The database part of bootstrap.OpenCore, in-process: connect, take the
 	// migration lock, find every migration applied.
-	var dbPart samples
+	var dbPart benchkit.Samples
 	for range coldStarts {
 		t0 := time.Now()
 		pool, err := postgres.Open(ctx, db.URL, 0)
@@ -95,19 +94,19 @@ func figColdStart(ctx context.Context, e *env, r *report) error {
 	}
 
 	fl := res["hello"]
-	f50 := fl.lat.p50()
-	r.line("cold_start_floor_p50", ms(f50), "the floor: hello-world, rss max "+mb(fl.maxRSS), "", false)
-	r.detail("for reading the functions' figures: bootstrap's database part alone (postgres.Open + Migrate, in-process) p50 %s; "+
-		"package initialisation below is one GODEBUG=inittrace=1 start", ms(dbPart.p50()))
+	f50 := fl.lat.P50()
+	r.Line("cold_start_floor_p50", benchkit.Ms(f50), "the floor: hello-world, rss max "+benchkit.MB(fl.maxRSS), "", false)
+	r.Detail("for reading the functions' figures: bootstrap's database part alone (postgres.Open + Migrate, in-process) p50 %s; "+
+		"package initialisation below is one GODEBUG=inittrace=1 start", benchkit.Ms(dbPart.P50()))
 	for _, n := range functionNames {
 		c := res[n]
-		p50 := c.lat.p50()
-		r.line("cold_start_"+n+"_p50", ms(p50), x(durRatio(p50, f50))+" vs floor "+ms(f50), "≤ "+ms(coldP50Target), p50 <= coldP50Target)
-		r.line("rss_at_ready_"+n+"_max", mb(c.maxRSS), x(ratio(float64(c.maxRSS), float64(fl.maxRSS)))+" vs floor "+mb(fl.maxRSS),
-			"≤ "+mb(coldRSSTarget), c.maxRSS <= coldRSSTarget)
+		p50 := c.lat.P50()
+		r.Line("cold_start_"+n+"_p50", benchkit.Ms(p50), benchkit.X(benchkit.DurRatio(p50, f50))+" vs floor "+benchkit.Ms(f50), "≤ "+benchkit.Ms(coldP50Target), p50 <= coldP50Target)
+		r.Line("rss_at_ready_"+n+"_max", benchkit.MB(c.maxRSS), benchkit.X(benchkit.Ratio(float64(c.maxRSS), float64(fl.maxRSS)))+" vs floor "+benchkit.MB(fl.maxRSS),
+			"≤ "+benchkit.MB(coldRSSTarget), c.maxRSS <= coldRSSTarget)
 		it := inits[n]
-		r.detail("%s: min %s, p90 %s, max %s over %d starts; package init %s (%d packages, slowest %s %s)", n,
-			ms(c.lat.pct(0.0001)), ms(c.lat.pct(90)), ms(c.lat.pct(100)), len(c.lat), ms(it.end), it.packages, it.slowest, ms(it.slowestClock))
+		r.Detail("%s: min %s, p90 %s, max %s over %d starts; package init %s (%d packages, slowest %s %s)", n,
+			benchkit.Ms(c.lat.Pct(0.0001)), benchkit.Ms(c.lat.Pct(90)), benchkit.Ms(c.lat.Pct(100)), len(c.lat), benchkit.Ms(it.end), it.packages, it.slowest, benchkit.Ms(it.slowestClock))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/retrievaleval"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 5: retrieval quality on SciFact and cmrc2018-dev, through the
@@ -42,8 +43,8 @@ func qualityOptions(mode, fusion string) kb.Retrieval {
 	return o
 }
 
-func figQuality(ctx context.Context, e *env, r *report) error {
-	r.section("[5] retrieval quality through the product's path: SciFact (BM25 baselines) and cmrc2018-dev (CJK check)",
+func figQuality(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[5] retrieval quality through the product's path: SciFact (BM25 baselines) and cmrc2018-dev (CJK check)",
 		"every corpus document is one Markdown file of a KB (default embedder builtin:hash-ngram-256, or YUXI_BENCH_EMBEDDING_MODEL at YUXI_BENCH_EMBEDDING_BASE_URL; default chunking), taken through "+
 			"the parse stage and kb-index's handler (chunk, embed, vectors, kb.Store.CommitIndexTx with the keyword index); each judged query "+
 			"is answered by kb.Retriever.Query with final_top_k 100 (bm25_top_k and recall_top_k 100), chunks mapped to their "+
@@ -79,15 +80,15 @@ func figQuality(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	kw := reps["keyword"]
-	r.line("scifact_bm25_ndcg10", fmt.Sprintf("%.4f", kw.NDCG10),
-		fmt.Sprintf("%s BEIR BM25 %.3f, %s Anserini %.3f", x(kw.NDCG10/beirBM25NDCG), beirBM25NDCG, x(kw.NDCG10/anseriniBM25NDCG), anseriniBM25NDCG),
+	r.Line("scifact_bm25_ndcg10", fmt.Sprintf("%.4f", kw.NDCG10),
+		fmt.Sprintf("%s BEIR BM25 %.3f, %s Anserini %.3f", benchkit.X(kw.NDCG10/beirBM25NDCG), beirBM25NDCG, benchkit.X(kw.NDCG10/anseriniBM25NDCG), anseriniBM25NDCG),
 		fmt.Sprintf("≥ %.3f", beirBM25NDCG), kw.NDCG10 >= beirBM25NDCG)
-	r.line("scifact_bm25_ndcg10_bar", fmt.Sprintf("%.4f", kw.NDCG10), x(kw.NDCG10/anseriniBM25NDCG)+" Anserini flat BM25",
+	r.Line("scifact_bm25_ndcg10_bar", fmt.Sprintf("%.4f", kw.NDCG10), benchkit.X(kw.NDCG10/anseriniBM25NDCG)+" Anserini flat BM25",
 		fmt.Sprintf("≥ %.3f (the bar to beat)", anseriniBM25NDCG), kw.NDCG10 >= anseriniBM25NDCG)
-	r.line("scifact_bm25_recall100", fmt.Sprintf("%.4f", kw.Recall100),
-		fmt.Sprintf("%s BEIR %.3f, %s Anserini %.3f", x(kw.Recall100/beirBM25R100), beirBM25R100, x(kw.Recall100/anseriniBM25R100), anseriniBM25R100), "", false)
+	r.Line("scifact_bm25_recall100", fmt.Sprintf("%.4f", kw.Recall100),
+		fmt.Sprintf("%s BEIR %.3f, %s Anserini %.3f", benchkit.X(kw.Recall100/beirBM25R100), beirBM25R100, benchkit.X(kw.Recall100/anseriniBM25R100), anseriniBM25R100), "", false)
 	reportModes(r, "scifact", reps)
-	r.detail("SciFact KB: %d files, %d chunks, ingested in %s (%.0f files/s: register, parse stage with the Markdown given, kb-index's handler; 4 at once); "+
+	r.Detail("SciFact KB: %d files, %d chunks, ingested in %s (%.0f files/s: register, parse stage with the Markdown given, kb-index's handler; 4 at once); "+
 		"%d judged queries, ranked %d at once", sci.files, sci.chunks, sci.took.Round(time.Millisecond), float64(sci.files)/sci.took.Seconds(),
 		kw.Queries, qualityWorkers)
 
@@ -96,28 +97,28 @@ func figQuality(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	ck := creps["keyword"]
-	r.line("cmrc2018_bm25_ndcg10", fmt.Sprintf("%.4f", ck.NDCG10), fmt.Sprintf("%s character-bigram BM25 %.2f", x(ck.NDCG10/cmrcBigramNDCG), cmrcBigramNDCG),
+	r.Line("cmrc2018_bm25_ndcg10", fmt.Sprintf("%.4f", ck.NDCG10), fmt.Sprintf("%s character-bigram BM25 %.2f", benchkit.X(ck.NDCG10/cmrcBigramNDCG), cmrcBigramNDCG),
 		fmt.Sprintf("≥ %.2f (CJK analyzer works)", cmrcTarget), ck.NDCG10 >= cmrcTarget)
-	r.detail("cmrc2018 keyword: R@10 %.4f, R@100 %.4f", ck.Recall10, ck.Recall100)
+	r.Detail("cmrc2018 keyword: R@10 %.4f, R@100 %.4f", ck.Recall10, ck.Recall100)
 	reportModes(r, "cmrc2018", creps)
-	r.detail("cmrc2018-dev KB: %d files, %d chunks, ingested in %s; %d judged queries",
+	r.Detail("cmrc2018-dev KB: %d files, %d chunks, ingested in %s; %d judged queries",
 		cm.files, cm.chunks, cm.took.Round(time.Millisecond), ck.Queries)
 	return nil
 }
 
 // reportModes prints the vector and hybrid modes against keyword (BM25):
 // hybrid must not score below BM25.
-func reportModes(r *report, set string, reps map[string]retrievaleval.Report) {
+func reportModes(r *benchkit.Report, set string, reps map[string]retrievaleval.Report) {
 	kw := reps["keyword"]
 	for _, m := range qualityModes[1:] {
 		rep := reps[m.name]
-		vs := fmt.Sprintf("%s BM25 %.4f; R@10 %.4f, R@100 %.4f (BM25 %.4f)", x(rep.NDCG10/kw.NDCG10), kw.NDCG10, rep.Recall10, rep.Recall100, kw.Recall100)
+		vs := fmt.Sprintf("%s BM25 %.4f; R@10 %.4f, R@100 %.4f (BM25 %.4f)", benchkit.X(rep.NDCG10/kw.NDCG10), kw.NDCG10, rep.Recall10, rep.Recall100, kw.Recall100)
 		name := set + "_" + m.name + "_ndcg10"
 		if m.mode == "vector" {
-			r.line(name, fmt.Sprintf("%.4f", rep.NDCG10), vs+"; the offline embedder alone", "", false)
+			r.Line(name, fmt.Sprintf("%.4f", rep.NDCG10), vs+"; the offline embedder alone", "", false)
 			continue
 		}
-		r.line(name, fmt.Sprintf("%.4f", rep.NDCG10), vs, "≥ BM25 (hybrid not below keyword)", rep.NDCG10 >= kw.NDCG10)
+		r.Line(name, fmt.Sprintf("%.4f", rep.NDCG10), vs, "≥ BM25 (hybrid not below keyword)", rep.NDCG10 >= kw.NDCG10)
 	}
 }
 
@@ -125,7 +126,7 @@ func reportModes(r *report, set string, reps map[string]retrievaleval.Report) {
 func (kn *knowledge) evaluateModes(ctx context.Context, e *env, c *corpusKB) (map[string]retrievaleval.Report, error) {
 	out := map[string]retrievaleval.Report{}
 	for _, m := range qualityModes {
-		e.progress("figure 5: %s, %s mode, %d queries", c.kb.Name, m.name, len(c.ds.Queries))
+		e.Progress("figure 5: %s, %s mode, %d queries", c.kb.Name, m.name, len(c.ds.Queries))
 		rep, err := kn.evaluate(ctx, c, qualityOptions(m.mode, m.fusion))
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", c.kb.Name, m.name, err)
@@ -141,7 +142,7 @@ func (kn *knowledge) evaluate(ctx context.Context, c *corpusKB, opt kb.Retrieval
 	qs := c.ds.Queries
 	ranked := make([][]string, len(qs))
 	per := (len(qs) + qualityWorkers - 1) / qualityWorkers
-	_, err := concurrently(ctx, qualityWorkers, per, func(ctx context.Context, w, i int) (time.Duration, error) {
+	_, err := benchkit.Concurrently(ctx, qualityWorkers, per, func(ctx context.Context, w, i int) (time.Duration, error) {
 		n := w*per + i
 		if n >= len(qs) {
 			return 0, nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 6: query latency of kb.Retriever.Query in process, per search
@@ -24,8 +25,8 @@ const (
 // queryModes are the KB's search modes, with the KB's other defaults.
 var queryModes = []string{"keyword", "vector", "hybrid"}
 
-func figQuery(ctx context.Context, e *env, r *report) error {
-	r.section("[6] query latency: kb.Retriever.Query in process, per search mode, at 5k and 100k chunks",
+func figQuery(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[6] query latency: kb.Retriever.Query in process, per search mode, at 5k and 100k chunks",
 		"the KB's default retrieval options (final_top_k 10, hybrid weighted 0.7/0.3) with the search mode set; queries: SciFact's "+
 			"300 test queries, "+fmt.Sprint(queryPasses)+" passes, every query in each mode in turn, each preceded by the floor: SELECT 1 on the "+
 			"same pool (the fixture App's); caches warm (loaded by earlier queries; at 100k the HNSW graph built in the background "+
@@ -44,7 +45,7 @@ func figQuery(ctx context.Context, e *env, r *report) error {
 	if err != nil {
 		return err
 	}
-	r.detail("100k KB: %d files, %d chunks, ingested in %s (%.0f chunks/s through kb-index's handler, embedding batches of 1024, 2 files at once)",
+	r.Detail("100k KB: %d files, %d chunks, ingested in %s (%.0f chunks/s through kb-index's handler, embedding batches of 1024, 2 files at once)",
 		big.files, big.chunks, big.took.Round(time.Millisecond), float64(big.chunks)/big.took.Seconds())
 	// Nothing is timed while a graph is being built: the first vector search
 	// of the 100k KB starts the build (figure 5 may have started it already).
@@ -53,7 +54,7 @@ func figQuery(ctx context.Context, e *env, r *report) error {
 	}
 	graph := "exact search"
 	if pg, ok := kn.app.Knowledge.Vectors.(*vector.Postgres); ok {
-		e.progress("figure 6: waiting for the HNSW graph of the 100k KB")
+		e.Progress("figure 6: waiting for the HNSW graph of the 100k KB")
 		info, waited, err := waitGraph(ctx, pg, big.kb.KBID)
 		if err != nil {
 			return err
@@ -79,14 +80,14 @@ func figQuery(ctx context.Context, e *env, r *report) error {
 		if err := kn.timeQueries(ctx, e, r, size.name, size.c, queries, size.target); err != nil {
 			return fmt.Errorf("%s: %w", size.name, err)
 		}
-		r.detail("%s: %d chunks in %d files; vectors: %s", size.name, size.c.chunks, size.c.files, size.graph)
+		r.Detail("%s: %d chunks in %d files; vectors: %s", size.name, size.c.chunks, size.c.files, size.graph)
 	}
 	return nil
 }
 
 // timeQueries measures cold and warm latency on one KB and reports it.
-func (kn *knowledge) timeQueries(ctx context.Context, e *env, r *report, size string, c *corpusKB, queries []string, target time.Duration) error {
-	e.progress("figure 6: %s chunks: cold queries", size)
+func (kn *knowledge) timeQueries(ctx context.Context, e *env, r *benchkit.Report, size string, c *corpusKB, queries []string, target time.Duration) error {
+	e.Progress("figure 6: %s chunks: cold queries", size)
 	cold := map[string]time.Duration{}
 	for _, mode := range queryModes {
 		d, err := kn.coldQuery(ctx, e, c.kb, mode, queries[0])
@@ -100,20 +101,20 @@ func (kn *knowledge) timeQueries(ctx context.Context, e *env, r *report, size st
 			return err
 		}
 	}
-	e.progress("figure 6: %s chunks: %d passes of %d queries × %d modes", size, queryPasses, len(queries), len(queryModes))
+	e.Progress("figure 6: %s chunks: %d passes of %d queries × %d modes", size, queryPasses, len(queries), len(queryModes))
 	floor, lat, err := kn.warmQueries(ctx, c.kb, queries)
 	if err != nil {
 		return err
 	}
-	f50, f99 := floor.p50(), floor.p99()
-	r.line("query_"+size+"_floor_select1_p99", ms(f99), fmt.Sprintf("the floor: SELECT 1 round trip, p50 %s", ms(f50)), "", false)
+	f50, f99 := floor.P50(), floor.P99()
+	r.Line("query_"+size+"_floor_select1_p99", benchkit.Ms(f99), fmt.Sprintf("the floor: SELECT 1 round trip, p50 %s", benchkit.Ms(f50)), "", false)
 	for _, mode := range queryModes {
 		s := lat[mode]
-		p99 := s.p99()
-		r.line(fmt.Sprintf("query_%s_%s_p99", size, mode), ms(p99), x(durRatio(p99, f99))+" vs floor "+ms(f99),
-			"≤ "+ms(target), p99 <= target)
-		r.detail("%s %s: p50 %s (%s floor p50), max %s over %d queries; cold (first query of a new process) %s",
-			size, mode, ms(s.p50()), x(durRatio(s.p50(), f50)), ms(s.pct(100)), len(s), ms(cold[mode]))
+		p99 := s.P99()
+		r.Line(fmt.Sprintf("query_%s_%s_p99", size, mode), benchkit.Ms(p99), benchkit.X(benchkit.DurRatio(p99, f99))+" vs floor "+benchkit.Ms(f99),
+			"≤ "+benchkit.Ms(target), p99 <= target)
+		r.Detail("%s %s: p50 %s (%s floor p50), max %s over %d queries; cold (first query of a new process) %s",
+			size, mode, benchkit.Ms(s.P50()), benchkit.X(benchkit.DurRatio(s.P50(), f50)), benchkit.Ms(s.Pct(100)), len(s), benchkit.Ms(cold[mode]))
 	}
 	return nil
 }
@@ -176,9 +177,9 @@ func waitGraph(ctx context.Context, pg *vector.Postgres, kbID string) (vector.Ca
 
 // warmQueries runs every query in every mode queryPasses times, each
 // preceded by a SELECT 1 on the same pool.
-func (kn *knowledge) warmQueries(ctx context.Context, k kb.KB, queries []string) (samples, map[string]samples, error) {
-	var floor samples
-	lat := map[string]samples{}
+func (kn *knowledge) warmQueries(ctx context.Context, k kb.KB, queries []string) (benchkit.Samples, map[string]benchkit.Samples, error) {
+	var floor benchkit.Samples
+	lat := map[string]benchkit.Samples{}
 	for range queryPasses {
 		for _, q := range queries {
 			for _, mode := range queryModes {

@@ -29,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/retrievaleval"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 7: ingestion — PDF extraction against pdftotext, chunk commits
@@ -52,8 +53,8 @@ const (
 	intakeRequest = "/api/chat/threads"
 )
 
-func figIngest(ctx context.Context, e *env, r *report) error {
-	r.section("[7] ingestion: PDF extraction, chunk commits, documents end to end, intake latency while ingesting", "")
+func figIngest(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Section("[7] ingestion: PDF extraction, chunk commits, documents end to end, intake latency while ingesting", "")
 	if err := figPDF(ctx, e, r); err != nil {
 		return fmt.Errorf("PDF extraction: %w", err)
 	}
@@ -72,8 +73,8 @@ func figIngest(ctx context.Context, e *env, r *report) error {
 
 // figPDF: pages/s of the pure-Go extractor (pdf.MeasurePagesPerSecond)
 // against `pdftotext -q f.pdf /dev/null` on the same files.
-func figPDF(ctx context.Context, e *env, r *report) error {
-	r.detail("(a) PDF text: %d generated %d-page two-column documents (docparsetest.DensePDF, ~900 words a page); "+
+func figPDF(ctx context.Context, e *env, r *benchkit.Report) error {
+	r.Detail("(a) PDF text: %d generated %d-page two-column documents (docparsetest.DensePDF, ~900 words a page); "+
 		"pdf.MeasurePagesPerSecond (one after the other, in process) against `pdftotext -q f.pdf /dev/null` per file "+
 		"(Debian poppler-utils, process start included), %d rounds, alternating, after one untimed run of each", pdfFiles, pdfPages, pdfRounds)
 	files := make([][]byte, pdfFiles)
@@ -108,7 +109,7 @@ func figPDF(ctx context.Context, e *env, r *report) error {
 		}
 		return time.Since(t0), nil
 	}
-	e.progress("figure 7: PDF extraction, %d rounds of %d pages", pdfRounds, pages)
+	e.Progress("figure 7: PDF extraction, %d rounds of %d pages", pdfRounds, pages)
 	var ourTime, theirTime time.Duration
 	for round := -1; round < pdfRounds; round++ { // round -1 warms both up, untimed
 		order := []bool{round%2 == 0, round%2 != 0} // true: ours
@@ -135,16 +136,16 @@ func figPDF(ctx context.Context, e *env, r *report) error {
 	}
 	oursPPS := float64(pages*pdfRounds) / ourTime.Seconds()
 	if lookErr != nil {
-		r.line("pdf_pages_per_s", fmt.Sprintf("%.0f/s", oursPPS), "pdftotext not installed: no ratio", "", false)
+		r.Line("pdf_pages_per_s", fmt.Sprintf("%.0f/s", oursPPS), "pdftotext not installed: no ratio", "", false)
 		return nil
 	}
 	theirsPPS := float64(pages*pdfRounds) / theirTime.Seconds()
 	rr := oursPPS / theirsPPS
-	r.line("pdf_pages_per_s", fmt.Sprintf("%.0f/s", oursPPS), fmt.Sprintf("%s pdftotext %.0f/s", x(rr), theirsPPS),
+	r.Line("pdf_pages_per_s", fmt.Sprintf("%.0f/s", oursPPS), fmt.Sprintf("%s pdftotext %.0f/s", benchkit.X(rr), theirsPPS),
 		fmt.Sprintf("≥ %.1f× pdftotext", pdfTarget), rr >= pdfTarget)
 	if v, err := exec.CommandContext(ctx, bin, "-v").CombinedOutput(); err == nil {
 		first, _, _ := strings.Cut(string(v), "\n")
-		r.detail("%s; files of %.0f kB", strings.TrimSpace(first), float64(len(files[0]))/1024)
+		r.Detail("%s; files of %.0f kB", strings.TrimSpace(first), float64(len(files[0]))/1024)
 	}
 	return nil
 }
@@ -161,14 +162,12 @@ var chunkColumns = []string{"chunk_id", "kb_id", "file_id", "chunk_index", "cont
 // figCommit: chunk rows/s of kb.Store.CommitIndexTx (one file's chunks, COPY into
 // knowledge_chunks) against psql \copy of the same rows into a table
 // created LIKE knowledge_chunks, on a database with the server's settings.
-func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset) error {
-	db, err := e.newDatabase(ctx)
+func figCommit(ctx context.Context, e *env, r *benchkit.Report, ds *retrievaleval.Dataset) error {
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-bench-blob-")
 	if err != nil {
 		return err
@@ -191,7 +190,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		return err
 	}
 	bytesPerRow := md.Len() / len(chunks)
-	r.detail("(b) chunk rows: one file of %d chunks (all of SciFact as one Markdown file, default chunking, ~%d bytes a row) per run; "+
+	r.Detail("(b) chunk rows: one file of %d chunks (all of SciFact as one Markdown file, default chunking, ~%d bytes a row) per run; "+
 		"kb.Store.CommitIndexTx in its own transaction (COPY into knowledge_chunks, the file and KB rows), once with a keyword writer that "+
 		"writes nothing (the rows alone) and once with the keyword index (BM25 postings too); floor: `psql -c '\\copy bench_copy FROM file'` "+
 		"of the same rows, bench_copy created LIKE knowledge_chunks INCLUDING ALL (no foreign keys), psql's start included; "+
@@ -254,7 +253,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		return time.Since(t0), err
 	}
 	copyFloor := func(n int) (time.Duration, error) {
-		fileID := "file_" + randomHex(12) // the rows another file would have
+		fileID := "file_" + benchkit.RandomHex(12) // the rows another file would have
 		path := filepath.Join(dir, fmt.Sprintf("rows-%d.txt", n))
 		if err := writeCopyRows(path, k.KBID, fileID, chunks); err != nil {
 			return 0, err
@@ -269,7 +268,7 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 		}
 		return d, nil
 	}
-	e.progress("figure 7: chunk commits, %d rounds of %d rows", copyRounds, len(chunks))
+	e.Progress("figure 7: chunk commits, %d rounds of %d rows", copyRounds, len(chunks))
 	var rowsOnly, withKeyword, floor time.Duration
 	for round := range copyRounds {
 		ops := []func() error{
@@ -297,18 +296,18 @@ func figCommit(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset
 	rows := float64(copyRounds * len(chunks))
 	ours, full := rows/rowsOnly.Seconds(), rows/withKeyword.Seconds()
 	if psqlErr != nil {
-		r.line("chunk_commit_rows_per_s", fmt.Sprintf("%.0f/s", ours), "psql not installed: no ratio", "", false)
-		r.detail("with the keyword index: %.0f rows/s", full)
+		r.Line("chunk_commit_rows_per_s", fmt.Sprintf("%.0f/s", ours), "psql not installed: no ratio", "", false)
+		r.Detail("with the keyword index: %.0f rows/s", full)
 		return nil
 	}
 	if copied != copyRounds*len(chunks) {
 		return fmt.Errorf("bench_copy holds %d rows after %d \\copy runs of %d", copied, copyRounds, len(chunks))
 	}
 	theirs := rows / floor.Seconds()
-	r.line("chunk_commit_rows_per_s", fmt.Sprintf("%.0f/s", ours), fmt.Sprintf("%s psql \\copy %.0f/s", x(ours/theirs), theirs),
+	r.Line("chunk_commit_rows_per_s", fmt.Sprintf("%.0f/s", ours), fmt.Sprintf("%s psql \\copy %.0f/s", benchkit.X(ours/theirs), theirs),
 		fmt.Sprintf("≥ %.1f× psql \\copy", copyTarget), ours/theirs >= copyTarget)
-	r.line("chunk_commit_with_keyword_rows_per_s", fmt.Sprintf("%.0f/s", full), fmt.Sprintf("%s psql \\copy", x(full/theirs)), "", false)
-	r.detail("the commit with the keyword index also writes every chunk's term vector and one BM25 posting per (term, chunk)")
+	r.Line("chunk_commit_with_keyword_rows_per_s", fmt.Sprintf("%.0f/s", full), fmt.Sprintf("%s psql \\copy", benchkit.X(full/theirs)), "", false)
+	r.Detail("the commit with the keyword index also writes every chunk's term vector and one BM25 posting per (term, chunk)")
 	return nil
 }
 
@@ -369,21 +368,19 @@ func e2eCorpus(ds *retrievaleval.Dataset) []ingestDoc {
 // figEndToEnd: the local runner (every function in one process) ingests
 // uploaded files; per-stage times come from the KB's status notices; the
 // intake's latency on a light request is sampled idle and while ingesting.
-func figEndToEnd(ctx context.Context, e *env, r *report, ds *retrievaleval.Dataset) error {
+func figEndToEnd(ctx context.Context, e *env, r *benchkit.Report, ds *retrievaleval.Dataset) error {
 	docs := e2eCorpus(ds)
-	r.detail("(c, d) end to end: the local runner (./infra/local/cmd/yuxi: every function in one process, the in-process bus, default "+
+	r.Detail("(c, d) end to end: the local runner (./infra/local/cmd/yuxi: every function in one process, the in-process bus, default "+
 		"settings) on a bench database; %d files (Markdown, text and HTML SciFact abstracts in turn, %d three-page dense PDFs) "+
 		"uploaded over HTTP (POST /api/knowledge/files/upload, %d at once), then added in one POST …/documents; stage times "+
 		"per file from the KB's status notices (GET …/events, time of receipt): queue wait (added → parsing), parse, "+
 		"wait (parsed → indexing), index; intake: GET %s every %s, idle before the uploads and while the files are processed",
 		len(docs), e2ePDFs, e2eUploaders, intakeRequest, intakeEvery)
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-bench-blob-")
 	if err != nil {
 		return err
@@ -420,8 +417,8 @@ func figEndToEnd(ctx context.Context, e *env, r *report, ds *retrievaleval.Datas
 	probe.token = a.token
 	defer probe.hc.CloseIdleConnections()
 
-	e.progress("figure 7: intake idle, %d requests", intakeIdle)
-	idle := make(samples, 0, intakeIdle)
+	e.Progress("figure 7: intake idle, %d requests", intakeIdle)
+	idle := make(benchkit.Samples, 0, intakeIdle)
 	for range intakeIdle {
 		d, err := probe.timed(ctx, intakeRequest)
 		if err != nil {
@@ -431,13 +428,13 @@ func figEndToEnd(ctx context.Context, e *env, r *report, ds *retrievaleval.Datas
 		time.Sleep(intakeEvery)
 	}
 
-	e.progress("figure 7: uploading %d files", len(docs))
+	e.Progress("figure 7: uploading %d files", len(docs))
 	items := make([]string, len(docs))
 	hashes := map[string]string{}
 	var mu sync.Mutex
 	t0 := time.Now()
 	per := (len(docs) + e2eUploaders - 1) / e2eUploaders
-	if _, err := concurrently(ctx, e2eUploaders, per, func(ctx context.Context, w, i int) (time.Duration, error) {
+	if _, err := benchkit.Concurrently(ctx, e2eUploaders, per, func(ctx context.Context, w, i int) (time.Duration, error) {
 		n := w*per + i
 		if n >= len(docs) {
 			return 0, nil
@@ -464,7 +461,7 @@ func figEndToEnd(ctx context.Context, e *env, r *report, ds *retrievaleval.Datas
 	}
 	defer pool.Close()
 
-	e.progress("figure 7: ingesting %d files through the local runner", len(docs))
+	e.Progress("figure 7: ingesting %d files through the local runner", len(docs))
 	sampler := startSampler(ctx, probe)
 	added := time.Now()
 	var out struct {
@@ -504,30 +501,30 @@ func figEndToEnd(ctx context.Context, e *env, r *report, ds *retrievaleval.Datas
 	}
 	took := end.Sub(added)
 	docsPS := float64(len(docs)) / took.Seconds()
-	r.line("ingest_e2e_docs_per_s", fmt.Sprintf("%.0f/s", docsPS),
+	r.Line("ingest_e2e_docs_per_s", fmt.Sprintf("%.0f/s", docsPS),
 		fmt.Sprintf("no floor: %d files added → every file settled in %s; %d indexed, %d failed", len(docs), took.Round(time.Millisecond), indexed, failed), "", false)
 	if firstErr != nil {
-		r.detail("first file not indexed: %s", *firstErr)
+		r.Detail("first file not indexed: %s", *firstErr)
 	}
-	r.detail("per file, p50 / p90 over the %d files with all four notices: queue wait %s / %s, parse %s / %s, wait %s / %s, index %s / %s; "+
+	r.Detail("per file, p50 / p90 over the %d files with all four notices: queue wait %s / %s, parse %s / %s, wait %s / %s, index %s / %s; "+
 		"upload %d files over HTTP in %s (%.0f files/s)", st.complete,
-		ms(st.queue.p50()), ms(st.queue.pct(90)), ms(st.parse.p50()), ms(st.parse.pct(90)), ms(st.wait.p50()), ms(st.wait.pct(90)),
-		ms(st.index.p50()), ms(st.index.pct(90)), len(docs), uploadTook.Round(time.Millisecond), float64(len(docs))/uploadTook.Seconds())
+		benchkit.Ms(st.queue.P50()), benchkit.Ms(st.queue.Pct(90)), benchkit.Ms(st.parse.P50()), benchkit.Ms(st.parse.Pct(90)), benchkit.Ms(st.wait.P50()), benchkit.Ms(st.wait.Pct(90)),
+		benchkit.Ms(st.index.P50()), benchkit.Ms(st.index.Pct(90)), len(docs), uploadTook.Round(time.Millisecond), float64(len(docs))/uploadTook.Seconds())
 	if err := watch.err(); err != nil {
-		r.detail("the event stream failed: %v", err)
+		r.Detail("the event stream failed: %v", err)
 	}
 
-	i50, i99 := idle.p50(), idle.p99()
+	i50, i99 := idle.P50(), idle.P99()
 	for _, pc := range []struct {
 		name      string
 		got, base time.Duration
 		idleName  string
-	}{{"p50", during.p50(), i50, "p50"}, {"p99", during.p99(), i99, "p99"}} {
-		rr := durRatio(pc.got, pc.base)
-		r.line("intake_while_ingesting_"+pc.name, ms(pc.got), fmt.Sprintf("%s idle %s %s", x(rr), pc.idleName, ms(pc.base)),
+	}{{"p50", during.P50(), i50, "p50"}, {"p99", during.P99(), i99, "p99"}} {
+		rr := benchkit.DurRatio(pc.got, pc.base)
+		r.Line("intake_while_ingesting_"+pc.name, benchkit.Ms(pc.got), fmt.Sprintf("%s idle %s %s", benchkit.X(rr), pc.idleName, benchkit.Ms(pc.base)),
 			fmt.Sprintf("≤ %.1f× idle", intakeTarget), rr <= intakeTarget)
 	}
-	r.detail("GET %s: %d samples idle, %d while ingesting", intakeRequest, len(idle), len(during))
+	r.Detail("GET %s: %d samples idle, %d while ingesting", intakeRequest, len(idle), len(during))
 	return nil
 }
 
@@ -579,7 +576,7 @@ func (a *api) timed(ctx context.Context, path string) (time.Duration, error) {
 type sampler struct {
 	cancel context.CancelFunc
 	done   chan struct{}
-	lat    samples
+	lat    benchkit.Samples
 	err    error
 }
 
@@ -607,7 +604,7 @@ func startSampler(ctx context.Context, a *api) *sampler {
 }
 
 // stop ends the sampling and returns the latencies.
-func (s *sampler) stop() (samples, error) {
+func (s *sampler) stop() (benchkit.Samples, error) {
 	s.cancel()
 	<-s.done
 	return s.lat, s.err
@@ -730,7 +727,7 @@ func (w *kbWatch) err() error {
 // stageTimes are the per-file stage durations of the files whose four
 // notices all arrived.
 type stageTimes struct {
-	queue, parse, wait, index samples
+	queue, parse, wait, index benchkit.Samples
 	complete                  int
 	last                      time.Time // the latest notice of a complete file
 }

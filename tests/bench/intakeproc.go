@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // intake is the intake function running as its own process (the binary
@@ -27,7 +29,7 @@ type intake struct {
 }
 
 // startIntake starts the intake on db and prefix and signs in the first admin.
-func (e *env) startIntake(ctx context.Context, db benchDB, prefix string) (*intake, error) {
+func (e *env) startIntake(ctx context.Context, db benchkit.DB, prefix string) (*intake, error) {
 	s, err := startSink()
 	if err != nil {
 		return nil, err
@@ -168,7 +170,7 @@ func (a *api) submit(ctx context.Context, threadID string) (string, error) {
 // threads creates n threads with a few concurrent requests.
 func (a *api) threads(ctx context.Context, n int) ([]string, error) {
 	out := make([]string, n)
-	_, err := concurrently(ctx, 8, (n+7)/8, func(ctx context.Context, w, i int) (time.Duration, error) {
+	_, err := benchkit.Concurrently(ctx, 8, (n+7)/8, func(ctx context.Context, w, i int) (time.Duration, error) {
 		k := w*((n+7)/8) + i
 		if k >= n {
 			return 0, nil
@@ -188,7 +190,7 @@ func (a *api) openRuns(ctx context.Context, n int) ([]string, error) {
 		return nil, err
 	}
 	runs := make([]string, n)
-	_, err = concurrently(ctx, 8, (n+7)/8, func(ctx context.Context, w, i int) (time.Duration, error) {
+	_, err = benchkit.Concurrently(ctx, 8, (n+7)/8, func(ctx context.Context, w, i int) (time.Duration, error) {
 		k := w*((n+7)/8) + i
 		if k >= n {
 			return 0, nil

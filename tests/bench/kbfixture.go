@@ -22,6 +22,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/retrievaleval"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // knowledge is the knowledge-base fixture of figures 5 and 6: a bench
@@ -31,7 +32,7 @@ import (
 // directory), and the KBs built on it, each once per bench run. Figure 6
 // reuses the SciFact KB figure 5 built. closeKnowledge removes it all.
 type knowledge struct {
-	db      benchDB
+	db      benchkit.DB
 	prefix  string
 	blobDir string
 	app     *benchApp
@@ -64,7 +65,7 @@ func (e *env) knowledge(ctx context.Context) (*knowledge, error) {
 	if e.kn != nil {
 		return e.kn, nil
 	}
-	db, err := e.newDatabase(ctx)
+	db, err := e.NewDatabase(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -72,17 +73,17 @@ func (e *env) knowledge(ctx context.Context) (*knowledge, error) {
 	// figures measure on it (rankings, read-only queries) does not depend on
 	// it, and its KBs build about a fifth faster. Figure 7 measures
 	// writes, on databases of its own with the server's settings.
-	if _, err := e.admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" SET synchronous_commit = off"); err != nil {
-		e.dropDatabase(db)
+	if _, err := e.Admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" SET synchronous_commit = off"); err != nil {
+		e.DropDatabase(db)
 		return nil, err
 	}
-	kn := &knowledge{db: db, prefix: newPrefix(), sub: access.Subject{UID: "bench", Role: "superadmin"}, built: map[string]*building{}}
+	kn := &knowledge{db: db, prefix: benchkit.NewPrefix(), sub: access.Subject{UID: "bench", Role: "superadmin"}, built: map[string]*building{}}
 	if kn.blobDir, err = os.MkdirTemp("", "yuxi-bench-blob-"); err != nil {
-		e.dropDatabase(db)
+		e.DropDatabase(db)
 		return nil, err
 	}
 	if kn.app, err = e.openKnowledgeApp(ctx, db, kn.prefix, kn.blobDir); err != nil {
-		e.dropDatabase(db)
+		e.DropDatabase(db)
 		_ = os.RemoveAll(kn.blobDir)
 		return nil, err
 	}
@@ -97,8 +98,8 @@ func (e *env) closeKnowledge() {
 	}
 	e.kn.bg.Wait()
 	e.kn.app.Close()
-	e.dropDatabase(e.kn.db)
-	e.dropPrefix(e.kn.prefix)
+	e.DropDatabase(e.kn.db)
+	e.DropPrefix(e.kn.prefix)
 	_ = os.RemoveAll(e.kn.blobDir)
 	e.kn = nil
 }
@@ -108,14 +109,14 @@ func (e *env) closeKnowledge() {
 // blobDir and a publisher that drops events: the bench drives the handlers
 // itself. A second App on the same database is what a second process sees:
 // caches of its own, loaded on first use.
-func (e *env) openKnowledgeApp(ctx context.Context, db benchDB, prefix, blobDir string) (*benchApp, error) {
+func (e *env) openKnowledgeApp(ctx context.Context, db benchkit.DB, prefix, blobDir string) (*benchApp, error) {
 	penv := e.platformEnv(db, prefix)
 	penv["YUXI_BLOB_URI"] = blobDir
 	penv["YUXI_DB_MAX_CONNS"] = "12" // room for the fixture's concurrent builds; the default is max(4, CPUs)
 	for k, v := range e.kbEnv {
 		penv[k] = v
 	}
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
+	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +179,7 @@ func (kn *knowledge) create(ctx context.Context, e *env, name, additional string
 	if err != nil {
 		return nil, fmt.Errorf("create KB %s: %w", name, err)
 	}
-	e.progress("ingesting %d files into KB %s (%s, %d at once)", len(docs), name, k.EmbeddingModelSpec, workers)
+	e.Progress("ingesting %d files into KB %s (%s, %d at once)", len(docs), name, k.EmbeddingModelSpec, workers)
 	t0 := time.Now()
 	docOf, err := kn.ingest(ctx, kn.indexer(batch), k, docs, workers)
 	if err != nil {
@@ -225,7 +226,7 @@ func (kn *knowledge) ingest(ctx context.Context, h *indexdoc.Handler, k kb.KB, d
 		docOf[f.FileID] = docs[i].id
 	}
 	per := (len(files) + workers - 1) / workers
-	_, err := concurrently(ctx, workers, per, func(ctx context.Context, w, i int) (time.Duration, error) {
+	_, err := benchkit.Concurrently(ctx, workers, per, func(ctx context.Context, w, i int) (time.Duration, error) {
 		n := w*per + i
 		if n >= len(files) {
 			return 0, nil

@@ -11,7 +11,8 @@
 // It exits 0 when every figure ran, whether or not its target was met (the
 // bench is a report), and non-zero when it could not run.
 //
-// Imports function handler packages (as tests/ may) and shared/*.
+// Imports function handler packages (as tests/ may), shared/* and
+// tests/bench/benchkit (the harness it shares with tests/bench/peers).
 package main
 
 import (
@@ -23,15 +24,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 func main() {
@@ -41,17 +39,14 @@ func main() {
 }
 
 // figures in report order.
-var figures = []struct {
-	id, name string
-	run      func(context.Context, *env, *report) error
-}{
-	{"1", "figure 1 (agent-step overhead)", figStep},
-	{"2", "figure 2 (intake under concurrency)", figIntake},
-	{"3", "figure 3 (SSE delivery and idle cost)", figSSE},
-	{"4", "figure 4 (cold start)", figColdStart},
-	{"5", "figure 5 (retrieval quality)", figQuality},
-	{"6", "figure 6 (query latency)", figQuery},
-	{"7", "figure 7 (ingestion)", figIngest},
+var figures = []benchkit.Figure[*env]{
+	{ID: "1", Name: "figure 1 (agent-step overhead)", Run: figStep},
+	{ID: "2", Name: "figure 2 (intake under concurrency)", Run: figIntake},
+	{ID: "3", Name: "figure 3 (SSE delivery and idle cost)", Run: figSSE},
+	{ID: "4", Name: "figure 4 (cold start)", Run: figColdStart},
+	{ID: "5", Name: "figure 5 (retrieval quality)", Run: figQuality},
+	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
+	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
@@ -89,15 +84,15 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute+soak.Duration)
 	defer cancel()
 
-	e, closeEnv, err := openEnv(ctx, or(getenv("YUXI_BENCH_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		or(getenv("YUXI_BENCH_REDIS_URL"), "redis://127.0.0.1:6379/0"), stderr, soak.Duration == 0)
+	adminURL, redisURL := benchkit.ServiceURLs(getenv)
+	e, closeEnv, err := openEnv(ctx, adminURL, redisURL, stderr, soak.Duration == 0)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench cannot run:", err)
 		return 2
 	}
 	defer closeEnv()
 	if soak.Duration > 0 {
-		fmt.Fprintf(stdout, "yuxi soak — %s\n", e.describe(ctx))
+		fmt.Fprintf(stdout, "yuxi soak — %s\n", e.Describe(ctx))
 		if err := runSoak(ctx, e, soak, stdout); err != nil {
 			fmt.Fprintln(stdout, "soak failed:", err)
 			return 1
@@ -112,21 +107,14 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	}
 	e.selected = selected
 
-	rep := &report{w: stdout}
-	fmt.Fprintf(stdout, "yuxi bench — %s\n", e.describe(ctx))
+	rep := benchkit.NewReport(stdout)
+	fmt.Fprintf(stdout, "yuxi bench — %s\n", e.Describe(ctx))
 	fmt.Fprintln(stdout, "each result: name: value (ratio vs a floor measured in this run); absolute times are for orientation only")
 	start := time.Now()
-	for _, f := range figures {
-		if !slices.Contains(selected, f.id) {
-			continue
-		}
-		if err := f.run(ctx, e, rep); err != nil {
-			rep.fail(f.name, err)
-		}
-	}
-	rep.summary()
+	benchkit.RunFigures(ctx, figures, selected, e, rep)
+	rep.Summary()
 	fmt.Fprintf(stderr, "bench: done in %s\n", time.Since(start).Round(time.Second))
-	if len(rep.failed) > 0 {
+	if len(rep.Failed()) > 0 {
 		return 1
 	}
 	return 0
@@ -134,34 +122,19 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 
 // openEnv connects to the services and (with build) builds the binaries.
 func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer, build bool) (*env, func(), error) {
-	admin, err := pgxpool.New(ctx, adminURL)
+	kit, err := benchkit.Open(ctx, "bench", adminURL, redisURL, log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
+		return nil, nil, err
 	}
-	if err := admin.Ping(ctx); err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
-	}
-	ropt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
-	}
-	rdb := redis.NewClient(ropt)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		admin.Close()
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
-	}
-	e := &env{adminURL: adminURL, redisURL: redisURL, admin: admin, rdb: rdb, log: log}
+	e := &env{Env: kit}
 	dir, err := os.MkdirTemp("", "yuxi-bench-")
 	if err != nil {
+		kit.Close()
 		return nil, nil, err
 	}
 	closeAll := func() {
 		e.closeKnowledge()
-		admin.Close()
-		_ = rdb.Close()
+		kit.Close()
 		_ = os.RemoveAll(dir)
 	}
 	root, err := moduleRoot(ctx)
@@ -173,7 +146,7 @@ func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer, buil
 	if !build {
 		return e, closeAll, nil
 	}
-	e.progress("building %s, the local runner and the hello-world floor", strings.Join(functionNames, ", "))
+	e.Progress("building %s, the local runner and the hello-world floor", strings.Join(functionNames, ", "))
 	if e.bins, err = buildBinaries(ctx, root, dir); err != nil {
 		closeAll()
 		return nil, nil, err
@@ -192,26 +165,4 @@ func moduleRoot(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("run the bench from inside the module (go run ./tests/bench)")
 	}
 	return filepath.Dir(mod), nil
-}
-
-// describe names the machine and the services the floors were measured on.
-func (e *env) describe(ctx context.Context) string {
-	var pg string
-	_ = e.admin.QueryRow(ctx, `SHOW server_version`).Scan(&pg)
-	rv := "?"
-	if info, err := e.rdb.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				rv = v
-			}
-		}
-	}
-	return fmt.Sprintf("%s %s/%s, %d CPUs, PostgreSQL %s, Redis %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), pg, rv)
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -29,7 +29,7 @@ func (x xacts) total() int64 { return x.commit + x.rollback }
 // connected to another database, so its own queries are never counted.
 func (e *env) dbXacts(ctx context.Context, name string) (xacts, error) {
 	var x xacts
-	err := e.admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = $1`, name).
+	err := e.Admin.QueryRow(ctx, `SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = $1`, name).
 		Scan(&x.commit, &x.rollback)
 	if err != nil {
 		return x, fmt.Errorf("read pg_stat_database for %s: %w", name, err)
@@ -41,7 +41,7 @@ func (e *env) dbXacts(ctx context.Context, name string) (xacts, error) {
 // cluster (every database, the WAL writer included).
 func (e *env) walSyncs(ctx context.Context) (int64, error) {
 	var n int64
-	if err := e.admin.QueryRow(ctx, `SELECT wal_sync FROM pg_stat_wal`).Scan(&n); err != nil {
+	if err := e.Admin.QueryRow(ctx, `SELECT wal_sync FROM pg_stat_wal`).Scan(&n); err != nil {
 		return 0, fmt.Errorf("read pg_stat_wal: %w", err)
 	}
 	return n, nil
@@ -51,7 +51,7 @@ func (e *env) walSyncs(ctx context.Context) (int64, error) {
 // start of their latest statement. pg_stat_activity is live (not lazily
 // published), so a statement started after t shows at once.
 func (e *env) backends(ctx context.Context, name string) (map[int32]time.Time, error) {
-	rows, err := e.admin.Query(ctx, `SELECT pid, coalesce(query_start, backend_start) FROM pg_stat_activity
+	rows, err := e.Admin.Query(ctx, `SELECT pid, coalesce(query_start, backend_start) FROM pg_stat_activity
 		WHERE datname = $1 AND backend_type = 'client backend'`, name)
 	if err != nil {
 		return nil, fmt.Errorf("read pg_stat_activity: %w", err)
@@ -73,7 +73,7 @@ func (e *env) backends(ctx context.Context, name string) (map[int32]time.Time, e
 // exits. It returns how many there were.
 func (e *env) terminateBackends(ctx context.Context, name string) (int, error) {
 	var n int
-	if err := e.admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
+	if err := e.Admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity
 		WHERE datname = $1 AND backend_type = 'client backend' AND pid <> pg_backend_pid()`, name).Scan(&n); err != nil {
 		return 0, fmt.Errorf("terminate backends of %s: %w", name, err)
 	}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // functionNames are the function binaries the bench builds and starts.
@@ -107,7 +109,7 @@ func startProc(bin string, env map[string]string, timeout time.Duration, onLine 
 	for k, v := range env {
 		full[k] = v
 	}
-	cmd.Env = envList(full)
+	cmd.Env = benchkit.EnvList(full)
 	logs := &tail{}
 	cmd.Stdout = logs
 	stderr, err := cmd.StderrPipe()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/infra/local"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Soak (`make soak`, `go run ./tests/bench -soak 10m`): the whole platform
@@ -59,13 +60,11 @@ type soakSample struct {
 func runSoak(ctx context.Context, e *env, cfg soakConfig, out io.Writer) error {
 	fmt.Fprintf(out, "soak: %s at %.0f runs/s with %d SSE clients; retention windows %s (outbox, kept keys, stream TTL), stream tail %s\n",
 		cfg.Duration, cfg.Rate, cfg.SSE, cfg.Window, cfg.Window/4)
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 	blobDir, err := os.MkdirTemp("", "yuxi-soak-objects-")
 	if err != nil {
 		return err
@@ -82,7 +81,7 @@ func runSoak(ctx context.Context, e *env, cfg soakConfig, out io.Writer) error {
 	} {
 		penv[k] = v
 	}
-	pcfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
+	pcfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
 	if err != nil {
 		return err
 	}
@@ -202,13 +201,13 @@ func runSoak(ctx context.Context, e *env, cfg soakConfig, out io.Writer) error {
 	take := func() error {
 		s := soakSample{At: time.Since(start), Runs: runs.Load(), Goroutines: int64(runtime.NumGoroutine())}
 		s.RSS, _ = readRSS(os.Getpid())
-		if err := e.admin.QueryRow(ctx, `SELECT pg_database_size($1)`, db.Name).Scan(&s.DBSize); err != nil {
+		if err := e.Admin.QueryRow(ctx, `SELECT pg_database_size($1)`, db.Name).Scan(&s.DBSize); err != nil {
 			return err
 		}
 		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM outbox), (SELECT count(*) FROM outbox_keys)`).Scan(&s.OutboxRows, &s.OutboxKeys); err != nil {
 			return err
 		}
-		info, err := e.rdb.Info(ctx, "memory").Result()
+		info, err := e.Redis.Info(ctx, "memory").Result()
 		if err != nil {
 			return err
 		}
@@ -222,8 +221,8 @@ func runSoak(ctx context.Context, e *env, cfg soakConfig, out io.Writer) error {
 			return err
 		}
 		samples = append(samples, s)
-		e.progress("soak %s: %d runs, RSS %s, %d goroutines, db %s, outbox %d rows / %d keys, redis %s (soak keys %d, %s)",
-			s.At.Round(time.Second), s.Runs, mb(s.RSS), s.Goroutines, mb(s.DBSize), s.OutboxRows, s.OutboxKeys, mb(s.RedisUsed), s.PrefixKeys, mb(s.PrefixBytes))
+		e.Progress("soak %s: %d runs, RSS %s, %d goroutines, db %s, outbox %d rows / %d keys, redis %s (soak keys %d, %s)",
+			s.At.Round(time.Second), s.Runs, benchkit.MB(s.RSS), s.Goroutines, benchkit.MB(s.DBSize), s.OutboxRows, s.OutboxKeys, benchkit.MB(s.RedisUsed), s.PrefixKeys, benchkit.MB(s.PrefixBytes))
 		return nil
 	}
 	tick := time.NewTicker(cfg.Sample)
@@ -285,7 +284,7 @@ sampling:
 	for _, m := range metrics {
 		val, slope := func(v int64) string { return strconv.FormatInt(v, 10) }, countUnit
 		if m.bytes {
-			val, slope = mb, bytesUnit
+			val, slope = benchkit.MB, bytesUnit
 		}
 		aft := "n/a"
 		if len(after) >= 3 {
@@ -304,13 +303,13 @@ sampling:
 
 // prefixMemory counts the keys under prefix and sums their MEMORY USAGE.
 func (e *env) prefixMemory(ctx context.Context, prefix string) (keys, bytes int64, err error) {
-	iter := e.rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+	iter := e.Redis.Scan(ctx, 0, prefix+"*", 1000).Iterator()
 	var batch []string
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		pipe := e.rdb.Pipeline()
+		pipe := e.Redis.Pipeline()
 		cmds := make([]interface{ Val() int64 }, len(batch))
 		for i, k := range batch {
 			cmds[i] = pipe.MemoryUsage(ctx, k)

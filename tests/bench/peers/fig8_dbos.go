@@ -13,6 +13,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 8: a 10-step durable workflow of no-op steps, ours against DBOS
@@ -24,31 +25,29 @@ const (
 	floorRatioMax = 2.0 // our step p50 ≤ 2× the bare commit
 )
 
-func figDBOS(ctx context.Context, e *env, r *report) error {
+func figDBOS(ctx context.Context, e *env, r *benchkit.Report) error {
 	n, counted := e.sizes.workflows, e.sizes.counted
-	r.section("[8] durable step vs DBOS Transact Go (10-step workflows of no-op steps)",
+	r.Section("[8] durable step vs DBOS Transact Go (10-step workflows of no-op steps)",
 		"ours: a run whose in-process model calls a no-op tool on 9 turns and answers on the 10th, through the real agent-step, "+
 			"tool-invoke and dispatcher handlers on the in-process bus (a step = one model turn, its commit, its tool call and the fan-in that readies the next); "+
 			"DBOS: a workflow of 10 dbos.RunAsStep no-op steps; step time = start of a step to start of the next (the last: to the run's end "+
 			"committed / GetResult); floor: BEGIN; INSERT; COMMIT; workflows alternate ours, DBOS, 10 floor commits; all on one database")
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 
 	p, err := e.openPlatform(ctx, db, prefix, scriptedModels{toolSteps: wfSteps - 1})
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	floor, err := openCommitFloor(ctx, db.URL)
+	floor, err := benchkit.OpenCommitFloor(ctx, db.URL)
 	if err != nil {
 		return err
 	}
-	defer floor.close()
+	defer floor.Close()
 	threads, err := p.threads(ctx, wfWarm+counted+n)
 	if err != nil {
 		return err
@@ -57,13 +56,13 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 
 	// Our commits are counted before DBOS is launched, so that its
 	// background polling is not in our window (and ours is idle in its).
-	e.progress("figure 8: counting the commits of %d of our workflows", counted)
+	e.Progress("figure 8: counting the commits of %d of our workflows", counted)
 	for range wfWarm {
 		if _, err := ours.run(ctx); err != nil {
 			return err
 		}
 	}
-	ourCount, err := e.countCommits(ctx, db, counted, ours.run, p.app.Pool, floor.pool)
+	ourCount, err := e.countCommits(ctx, db, counted, ours.run, p.app.Pool, floor.Pool)
 	if err != nil {
 		return fmt.Errorf("count our commits: %w", err)
 	}
@@ -88,19 +87,19 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 		return err
 	}
 	defer theirs.shutdown()
-	e.progress("figure 8: counting the commits of %d DBOS workflows", counted)
+	e.Progress("figure 8: counting the commits of %d DBOS workflows", counted)
 	for range wfWarm {
 		if _, err := theirs.run(ctx); err != nil {
 			return err
 		}
 	}
-	dbosCount, err := e.countCommits(ctx, db, counted, theirs.run, p.app.Pool, floor.pool, dpool)
+	dbosCount, err := e.countCommits(ctx, db, counted, theirs.run, p.app.Pool, floor.Pool, dpool)
 	if err != nil {
 		return fmt.Errorf("count DBOS commits: %w", err)
 	}
 
-	e.progress("figure 8: timing %d workflows of each kind and %d floor commits", n, n*wfSteps)
-	var ourSteps, dbosSteps, floorLat, ourWF, dbosWF samples
+	e.Progress("figure 8: timing %d workflows of each kind and %d floor commits", n, n*wfSteps)
+	var ourSteps, dbosSteps, floorLat, ourWF, dbosWF benchkit.Samples
 	for range n {
 		s, err := ours.run(ctx)
 		if err != nil {
@@ -112,7 +111,7 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 		}
 		dbosSteps, dbosWF = append(dbosSteps, s.steps...), append(dbosWF, s.total)
 		for range wfSteps {
-			d, err := floor.once(ctx)
+			d, err := floor.Once(ctx)
 			if err != nil {
 				return fmt.Errorf("floor commit: %w", err)
 			}
@@ -120,29 +119,29 @@ func figDBOS(ctx context.Context, e *env, r *report) error {
 		}
 	}
 
-	o50, d50, f50 := ourSteps.p50(), dbosSteps.p50(), floorLat.p50()
-	o99, d99, f99 := ourSteps.p99(), dbosSteps.p99(), floorLat.p99()
-	rd, rf := durRatio(o50, d50), durRatio(o50, f50)
-	r.line("step_p50_vs_dbos", ms(o50), fmt.Sprintf("%s DBOS %s", x(rd), ms(d50)), fmt.Sprintf("≤ %.0f×", dbosRatioMax), rd <= dbosRatioMax)
-	r.line("step_p50_vs_floor", ms(o50), fmt.Sprintf("%s floor %s", x(rf), ms(f50)), fmt.Sprintf("≤ %.0f×", floorRatioMax), rf <= floorRatioMax)
-	r.line("step_p99", ms(o99), fmt.Sprintf("%s DBOS %s, %s floor %s", x(durRatio(o99, d99)), ms(d99), x(durRatio(o99, f99)), ms(f99)), "", false)
-	r.line("dbos_step_p50", ms(d50), fmt.Sprintf("%s floor %s", x(durRatio(d50, f50)), ms(f50)), "", false)
-	r.line("commits_per_step", fmt.Sprintf("%.2f", ourCount.perStep()),
-		fmt.Sprintf("%s DBOS %.2f, floor 1 per INSERT+COMMIT", x(ratio(ourCount.perStep(), dbosCount.perStep())), dbosCount.perStep()), "", false)
-	r.detail("workflow end to end (ours: submit → run.finished published; DBOS: RunWorkflow → GetResult): ours p50 %s p99 %s, DBOS p50 %s p99 %s",
-		ms(ourWF.p50()), ms(ourWF.p99()), ms(dbosWF.p50()), ms(dbosWF.p99()))
+	o50, d50, f50 := ourSteps.P50(), dbosSteps.P50(), floorLat.P50()
+	o99, d99, f99 := ourSteps.P99(), dbosSteps.P99(), floorLat.P99()
+	rd, rf := benchkit.DurRatio(o50, d50), benchkit.DurRatio(o50, f50)
+	r.Line("step_p50_vs_dbos", benchkit.Ms(o50), fmt.Sprintf("%s DBOS %s", benchkit.X(rd), benchkit.Ms(d50)), fmt.Sprintf("≤ %.0f×", dbosRatioMax), rd <= dbosRatioMax)
+	r.Line("step_p50_vs_floor", benchkit.Ms(o50), fmt.Sprintf("%s floor %s", benchkit.X(rf), benchkit.Ms(f50)), fmt.Sprintf("≤ %.0f×", floorRatioMax), rf <= floorRatioMax)
+	r.Line("step_p99", benchkit.Ms(o99), fmt.Sprintf("%s DBOS %s, %s floor %s", benchkit.X(benchkit.DurRatio(o99, d99)), benchkit.Ms(d99), benchkit.X(benchkit.DurRatio(o99, f99)), benchkit.Ms(f99)), "", false)
+	r.Line("dbos_step_p50", benchkit.Ms(d50), fmt.Sprintf("%s floor %s", benchkit.X(benchkit.DurRatio(d50, f50)), benchkit.Ms(f50)), "", false)
+	r.Line("commits_per_step", fmt.Sprintf("%.2f", ourCount.perStep()),
+		fmt.Sprintf("%s DBOS %.2f, floor 1 per INSERT+COMMIT", benchkit.X(benchkit.Ratio(ourCount.perStep(), dbosCount.perStep())), dbosCount.perStep()), "", false)
+	r.Detail("workflow end to end (ours: submit → run.finished published; DBOS: RunWorkflow → GetResult): ours p50 %s p99 %s, DBOS p50 %s p99 %s",
+		benchkit.Ms(ourWF.P50()), benchkit.Ms(ourWF.P99()), benchkit.Ms(dbosWF.P50()), benchkit.Ms(dbosWF.P99()))
 	ourCount.print(r, "ours")
 	prof.print(r)
 	dbosCount.print(r, "DBOS")
 	dprof.print(r)
-	r.detail("%d timed workflows of each kind (%d step samples each), %d floor commits; %d + %d workflows counted",
+	r.Detail("%d timed workflows of each kind (%d step samples each), %d floor commits; %d + %d workflows counted",
 		n, len(ourSteps), len(floorLat), counted, counted)
 	return nil
 }
 
 // wfSample is one workflow: the duration of each of its steps, and its end to end.
 type wfSample struct {
-	steps samples
+	steps benchkit.Samples
 	total time.Duration
 }
 
@@ -278,9 +277,9 @@ type commitCount struct {
 
 func (c commitCount) perStep() float64 { return float64(c.commits) / float64(c.workflows*wfSteps) }
 
-func (c commitCount) print(r *report, who string) {
+func (c commitCount) print(r *benchkit.Report, who string) {
 	steps := float64(c.workflows * wfSteps)
-	r.detail("%s: pg_stat_database xact_commit %d over %d workflows = %.2f per step, %.1f per workflow; xact_rollback %.2f per step "+
+	r.Detail("%s: pg_stat_database xact_commit %d over %d workflows = %.2f per step, %.1f per workflow; xact_rollback %.2f per step "+
 		"(every transaction counts: read-only statements, rolled-back lookups; the %s window includes background work)",
 		who, c.commits, c.workflows, c.perStep(), float64(c.commits)/float64(c.workflows), float64(c.rollback)/steps, c.window.Round(time.Millisecond))
 }
@@ -288,7 +287,7 @@ func (c commitCount) print(r *report, who string) {
 // countCommits runs n workflows and returns the database's xact_commit
 // delta around them, each pool's pending statistics published first and
 // the flushing statements subtracted.
-func (e *env) countCommits(ctx context.Context, db benchDB, n int, wf func(context.Context) (wfSample, error), pools ...*pgxpool.Pool) (commitCount, error) {
+func (e *env) countCommits(ctx context.Context, db benchkit.DB, n int, wf func(context.Context) (wfSample, error), pools ...*pgxpool.Pool) (commitCount, error) {
 	flushed, err := flushStats(ctx, pools...)
 	if err != nil {
 		return commitCount{}, err

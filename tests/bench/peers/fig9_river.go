@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	runs "github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // Figure 9: from the commit of a request to the start of its first step,
@@ -36,28 +37,26 @@ const (
 	relayMaxInFlight = 64
 )
 
-func figRiver(ctx context.Context, e *env, r *report) error {
+func figRiver(ctx context.Context, e *env, r *benchkit.Report) error {
 	sz := e.sizes
-	r.section(fmt.Sprintf("[9] queue dispatch vs River: commit → start of the first step, idle and at %d requests/s over %d threads", sz.rate, sz.threads),
+	r.Section(fmt.Sprintf("[9] queue dispatch vs River: commit → start of the first step, idle and at %d requests/s over %d threads", sz.rate, sz.threads),
 		"ours: queue.Submit (what POST /api/agent/runs calls) on the real stack (outbox relay, in-process bus, agent-step with an instant model "+
 			"that answers at once, dispatcher), from the commit (seen as the start of the queue notice XADD Submit sends right after it) "+
 			"to the agent-step handler's entry; threads picked at random, "+
 			"submissions on one thread in order; River v0.51 (riverpgxv5, default fetch settings, "+fmt.Sprint(riverWorkers)+" workers, its own schema in the "+
 			"same database): from Insert's return to the no-op worker's entry; idle: one at a time, "+sz.idleGap.String()+" apart")
-	db, err := e.newDatabase(ctx)
+	db, prefix, drop, err := e.Scratch(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.dropDatabase(db)
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
+	defer drop()
 
 	p, err := e.openPlatform(ctx, db, prefix, scriptedModels{toolSteps: 0})
 	if err != nil {
 		return err
 	}
 	defer p.close()
-	e.progress("figure 9: opening %d threads", sz.threads)
+	e.Progress("figure 9: opening %d threads", sz.threads)
 	threads, err := p.threads(ctx, sz.threads)
 	if err != nil {
 		return err
@@ -79,8 +78,8 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 		}
 	}
 
-	e.progress("figure 9: %d isolated requests and River jobs, alternating", sz.idle)
-	var ourIdle, riverIdle, ourHandoff samples
+	e.Progress("figure 9: %d isolated requests and River jobs, alternating", sz.idle)
+	var ourIdle, riverIdle, ourHandoff benchkit.Samples
 	for i := range sz.idle {
 		d, err := ours.isolated(ctx, "i", i)
 		if err != nil {
@@ -108,7 +107,7 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 	var ol ourLoad
 	var rl riverLoad
 	for round := range loadRounds {
-		e.progress("figure 9: round %d of %d: %d requests, then %d River jobs, at %d/s over %d threads", round+1, loadRounds, per, per, sz.rate, sz.threads)
+		e.Progress("figure 9: round %d of %d: %d requests, then %d River jobs, at %d/s over %d threads", round+1, loadRounds, per, per, sz.rate, sz.threads)
 		o, err := ours.load(ctx, round, per, sz.rate)
 		if err != nil {
 			return err
@@ -123,32 +122,32 @@ func figRiver(ctx context.Context, e *env, r *report) error {
 		time.Sleep(500 * time.Millisecond)
 	}
 
-	line := func(name string, o, rs samples) {
-		o99, r99 := o.p99(), rs.p99()
-		rr := durRatio(o99, r99)
-		r.line(name, ms(o99), fmt.Sprintf("%s River p99 %s; p50 %s vs River %s", x(rr), ms(r99), ms(o.p50()), ms(rs.p50())),
+	line := func(name string, o, rs benchkit.Samples) {
+		o99, r99 := o.P99(), rs.P99()
+		rr := benchkit.DurRatio(o99, r99)
+		r.Line(name, benchkit.Ms(o99), fmt.Sprintf("%s River p99 %s; p50 %s vs River %s", benchkit.X(rr), benchkit.Ms(r99), benchkit.Ms(o.P50()), benchkit.Ms(rs.P50())),
 			fmt.Sprintf("≤ %.0f× River", dispatchRatio), rr <= dispatchRatio)
 	}
 	line("dispatch_idle_p99", ourIdle, riverIdle)
-	r.detail("idle, ours, a request queued behind its thread's run: that run's finished_at → its first step p50 %s p99 %s "+
-		"(%d of %d pairs queued; the dispatcher's hand-off)", ms(ourHandoff.p50()), ms(ourHandoff.p99()), len(ourHandoff), sz.idle)
+	r.Detail("idle, ours, a request queued behind its thread's run: that run's finished_at → its first step p50 %s p99 %s "+
+		"(%d of %d pairs queued; the dispatcher's hand-off)", benchkit.Ms(ourHandoff.P50()), benchkit.Ms(ourHandoff.P99()), len(ourHandoff), sz.idle)
 	line("dispatch_load_p99", ol.atOnce, rl.lat)
-	r.line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d out of order, %d overlapping the previous run; %d threads with one; %d requests never started",
+	r.Line("fifo_violations", fmt.Sprint(ol.violations), fmt.Sprintf("%d out of order, %d overlapping the previous run; %d threads with one; %d requests never started",
 		ol.outOfOrder, ol.overlaps, ol.violatingThreads, ol.lost),
 		"0", ol.violations == 0 && ol.lost == 0)
-	r.detail("under load, ours: %d requests issued at %.0f/s (asked %d/s); %d found their thread idle (the line above), %d queued behind a run "+
+	r.Detail("under load, ours: %d requests issued at %.0f/s (asked %d/s); %d found their thread idle (the line above), %d queued behind a run "+
 		"of their thread: commit → first step p50 %s p99 %s, previous run's finished_at → first step p50 %s p99 %s",
-		ol.n, ol.rate, sz.rate, len(ol.atOnce), len(ol.queued), ms(ol.queued.p50()), ms(ol.queued.p99()), ms(ol.handoff.p50()), ms(ol.handoff.p99()))
-	r.detail("under load, ours, the line above split: commit → the relay hands step.ready to the bus (its in-flight slot taken) p50 %s p99 %s; "+
+		ol.n, ol.rate, sz.rate, len(ol.atOnce), len(ol.queued), benchkit.Ms(ol.queued.P50()), benchkit.Ms(ol.queued.P99()), benchkit.Ms(ol.handoff.P50()), benchkit.Ms(ol.handoff.P99()))
+	r.Detail("under load, ours, the line above split: commit → the relay hands step.ready to the bus (its in-flight slot taken) p50 %s p99 %s; "+
 		"→ agent-step handler entered (bus routing, schema check, decode) p50 %s p99 %s",
-		ms(ol.toRelay.p50()), ms(ol.toRelay.p99()), ms(ol.toHandler.p50()), ms(ol.toHandler.p99()))
-	r.detail("under load, ours: at most %d publications under way on the in-process bus at once (the relay allows %d; each holds its slot for its handler's whole run)",
+		benchkit.Ms(ol.toRelay.P50()), benchkit.Ms(ol.toRelay.P99()), benchkit.Ms(ol.toHandler.P50()), benchkit.Ms(ol.toHandler.P99()))
+	r.Detail("under load, ours: at most %d publications under way on the in-process bus at once (the relay allows %d; each holds its slot for its handler's whole run)",
 		ol.peakInFlight, relayMaxInFlight)
-	r.detail("under load, ours, every request: p50 %s p99 %s; Submit itself p50 %s p99 %s (River Insert p50 %s p99 %s)",
-		ms(ol.all.p50()), ms(ol.all.p99()), ms(ol.submit.p50()), ms(ol.submit.p99()), ms(rl.insert.p50()), ms(rl.insert.p99()))
-	r.detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
+	r.Detail("under load, ours, every request: p50 %s p99 %s; Submit itself p50 %s p99 %s (River Insert p50 %s p99 %s)",
+		benchkit.Ms(ol.all.P50()), benchkit.Ms(ol.all.P99()), benchkit.Ms(ol.submit.P50()), benchkit.Ms(ol.submit.P99()), benchkit.Ms(rl.insert.P50()), benchkit.Ms(rl.insert.P99()))
+	r.Detail("under load, River: %d jobs inserted at %.0f/s; a start seen before the commit counts as 0 (ours %d, River %d)",
 		rl.n, rl.rate, ol.early, rl.early)
-	r.detail("under load, the pools: ours (%d connections, shared by intake, steps, dispatcher, relay) %s; River (%d) %s",
+	r.Detail("under load, the pools: ours (%d connections, shared by intake, steps, dispatcher, relay) %s; River (%d) %s",
 		p.app.Pool.Stat().MaxConns(), ol.pool, rv.pool.Stat().MaxConns(), rl.pool)
 	return nil
 }
@@ -179,7 +178,7 @@ func (w poolWait) String() string {
 		mean = w.waited / time.Duration(w.empty)
 	}
 	return fmt.Sprintf("%d acquisitions, %.0f%% of them waited for a connection (mean wait %s)",
-		w.acquires, 100*ratio(float64(w.empty), float64(w.acquires)), ms(mean))
+		w.acquires, 100*benchkit.Ratio(float64(w.empty), float64(w.acquires)), benchkit.Ms(mean))
 }
 
 // ourQueue submits requests and reads their first steps' starts from the
@@ -279,10 +278,10 @@ func (o *ourQueue) handoff(ctx context.Context, i int) (d time.Duration, ok bool
 type ourLoad struct {
 	n                       int
 	rate                    float64
-	all, atOnce, queued     samples // commit → start of step 1
-	toRelay, toHandler      samples // atOnce split: commit → relay hands step.ready to the bus → handler entered
-	handoff                 samples // queued ones: previous run's finished_at → start of step 1
-	submit                  samples // Submit's own latency
+	all, atOnce, queued     benchkit.Samples // commit → start of step 1
+	toRelay, toHandler      benchkit.Samples // atOnce split: commit → relay hands step.ready to the bus → handler entered
+	handoff                 benchkit.Samples // queued ones: previous run's finished_at → start of step 1
+	submit                  benchkit.Samples // Submit's own latency
 	violations, lost, early int
 	violatingThreads        int
 	outOfOrder, overlaps    int // the violations: started before the previous request's run started; before it finished
@@ -525,7 +524,7 @@ type riverBench struct {
 // startRiver migrates River into its own schema of db and starts a client
 // with River's defaults (fetch cooldown, poll interval) and a pool of the
 // size every function of ours gets.
-func startRiver(ctx context.Context, e *env, db benchDB) (*riverBench, error) {
+func startRiver(ctx context.Context, e *env, db benchkit.DB) (*riverBench, error) {
 	pool, err := postgres.Open(ctx, db.URL, riverPool)
 	if err != nil {
 		return nil, err
@@ -550,7 +549,7 @@ func startRiver(ctx context.Context, e *env, db benchDB) (*riverBench, error) {
 		Schema:  riverSchema,
 		Queues:  map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: riverWorkers}},
 		Workers: workers,
-		Logger:  slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:  slog.New(slog.NewTextHandler(e.Log, &slog.HandlerOptions{Level: slog.LevelError})),
 	})
 	if err == nil {
 		err = rv.client.Start(context.WithoutCancel(ctx))
@@ -616,8 +615,8 @@ func (rv *riverBench) isolated(ctx context.Context) (time.Duration, error) {
 type riverLoad struct {
 	n      int
 	rate   float64
-	lat    samples
-	insert samples
+	lat    benchkit.Samples
+	insert benchkit.Samples
 	early  int
 	pool   poolWait
 }
@@ -634,7 +633,7 @@ func (rv *riverBench) load(ctx context.Context, total, rate int) (riverLoad, err
 	var mu sync.Mutex
 	pool0 := poolStat(rv.pool)
 	committed := map[int]time.Time{}
-	var inserts samples
+	var inserts benchkit.Samples
 	issued, err := openLoop(ctx, total, rate, func(ctx context.Context, _ int) func() error {
 		seq := rv.nextSeq()
 		return func() error {

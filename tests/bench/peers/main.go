@@ -10,8 +10,9 @@
 // and is run from this directory (`make bench` does `cd tests/bench/peers
 // && go run .`). The root module's `./...` does not descend into it.
 //
-// Imports function handler packages (as tests/ may), shared/*, events, and
-// the peers (dbos-transact-golang, river).
+// Imports function handler packages (as tests/ may), shared/*, events,
+// tests/bench/benchkit (the harness it shares with tests/bench) and the
+// peers (dbos-transact-golang, river).
 package main
 
 import (
@@ -21,15 +22,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/redis/go-redis/v9"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 func main() {
@@ -39,12 +37,9 @@ func main() {
 }
 
 // figures in report order; the numbers continue those of tests/bench.
-var figures = []struct {
-	id, name string
-	run      func(context.Context, *env, *report) error
-}{
-	{"8", "figure 8 (durable step vs DBOS Transact)", figDBOS},
-	{"9", "figure 9 (queue dispatch vs River)", figRiver},
+var figures = []benchkit.Figure[*env]{
+	{ID: "8", Name: "figure 8 (durable step vs DBOS Transact)", Run: figDBOS},
+	{ID: "9", Name: "figure 9 (queue dispatch vs River)", Run: figRiver},
 }
 
 // sizes are the sample counts, from the environment (YUXI_BENCH_PEERS_*)
@@ -103,77 +98,24 @@ func run(ctx context.Context, getenv func(string) string, args []string, stdout,
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Minute)
 	defer cancel()
 
-	e, closeEnv, err := openEnv(ctx, or(getenv("YUXI_BENCH_DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"),
-		or(getenv("YUXI_BENCH_REDIS_URL"), "redis://127.0.0.1:6379/0"), stderr)
+	adminURL, redisURL := benchkit.ServiceURLs(getenv)
+	kit, err := benchkit.Open(ctx, "bench peers", adminURL, redisURL, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench peers cannot run:", err)
 		return 2
 	}
-	defer closeEnv()
-	e.sizes = sz
+	defer kit.Close()
+	e := &env{Env: kit, sizes: sz}
 
-	rep := &report{w: stdout}
-	fmt.Fprintf(stdout, "yuxi bench, peers — %s\n", e.describe(ctx))
+	rep := benchkit.NewReport(stdout)
+	fmt.Fprintf(stdout, "yuxi bench, peers — %s\n", e.Describe(ctx))
 	fmt.Fprintln(stdout, "each result: name: value (ratio vs a peer or a floor measured in this run); absolute times are for orientation only")
 	start := time.Now()
-	for _, f := range figures {
-		if !slices.Contains(selected, f.id) {
-			continue
-		}
-		if err := f.run(ctx, e, rep); err != nil {
-			rep.fail(f.name, err)
-		}
-	}
-	rep.summary()
+	benchkit.RunFigures(ctx, figures, selected, e, rep)
+	rep.Summary()
 	fmt.Fprintf(stderr, "bench peers: done in %s\n", time.Since(start).Round(time.Second))
-	if len(rep.failed) > 0 {
+	if len(rep.Failed()) > 0 {
 		return 1
 	}
 	return 0
-}
-
-func openEnv(ctx context.Context, adminURL, redisURL string, log io.Writer) (*env, func(), error) {
-	admin, err := pgxpool.New(ctx, adminURL)
-	if err != nil {
-		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
-	}
-	if err := admin.Ping(ctx); err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("PostgreSQL %s: %w", adminURL, err)
-	}
-	ropt, err := redis.ParseURL(redisURL)
-	if err != nil {
-		admin.Close()
-		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
-	}
-	rdb := redis.NewClient(ropt)
-	if err := rdb.Ping(ctx).Err(); err != nil {
-		admin.Close()
-		_ = rdb.Close()
-		return nil, nil, fmt.Errorf("Redis %s: %w", redisURL, err)
-	}
-	e := &env{adminURL: adminURL, redisURL: redisURL, admin: admin, rdb: rdb, log: log}
-	return e, func() { admin.Close(); _ = rdb.Close() }, nil
-}
-
-// describe names the machine and the services the figures were measured on.
-func (e *env) describe(ctx context.Context) string {
-	var pg string
-	_ = e.admin.QueryRow(ctx, `SHOW server_version`).Scan(&pg)
-	rv := "?"
-	if info, err := e.rdb.Info(ctx, "server").Result(); err == nil {
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-				rv = v
-			}
-		}
-	}
-	return fmt.Sprintf("%s %s/%s, %d CPUs, PostgreSQL %s, Redis %s", runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), pg, rv)
-}
-
-func or(v, def string) string {
-	if v == "" {
-		return def
-	}
-	return v
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // platform is the product wired as the local runner (infra/local) wires it
@@ -142,9 +143,9 @@ func (m *marks) snapshot() (map[string][]time.Time, map[string]time.Time) {
 }
 
 // openPlatform opens the platform on db with models as its model registry.
-func (e *env) openPlatform(ctx context.Context, db benchDB, prefix string, models agentstep.Models) (*platform, error) {
-	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, envList(penv), "0")
+func (e *env) openPlatform(ctx context.Context, db benchkit.DB, prefix string, models agentstep.Models) (*platform, error) {
+	penv := e.PlatformEnv(db, prefix)
+	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/tests/bench/benchkit"
 )
 
 // stmtProxy is a TCP proxy in front of PostgreSQL that decodes what its
@@ -239,7 +240,7 @@ const profileWarm = 5
 // profileOurs runs n workflows of figure 8 on a second platform connected
 // through a stmtProxy, and prints per step the round trips and the
 // statements executed, most frequent first.
-func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, error) {
+func (e *env) profileOurs(ctx context.Context, db benchkit.DB, n int) (stmtProfile, error) {
 	target, err := hostOf(db.URL)
 	if err != nil {
 		return stmtProfile{}, err
@@ -253,9 +254,9 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 	if err != nil {
 		return stmtProfile{}, err
 	}
-	prefix := newPrefix()
-	defer e.dropPrefix(prefix)
-	p, err := e.openPlatform(ctx, benchDB{Name: db.Name, URL: pURL}, prefix, scriptedModels{toolSteps: wfSteps - 1})
+	prefix := benchkit.NewPrefix()
+	defer e.DropPrefix(prefix)
+	p, err := e.openPlatform(ctx, benchkit.DB{Name: db.Name, URL: pURL}, prefix, scriptedModels{toolSteps: wfSteps - 1})
 	if err != nil {
 		return stmtProfile{}, err
 	}
@@ -285,7 +286,7 @@ func (e *env) profileOurs(ctx context.Context, db benchDB, n int) (stmtProfile, 
 // profileDBOS does the same for DBOS: a DBOS instance of its own on a pool
 // through the proxy, launched, profiled and shut down before the timed one
 // starts.
-func (e *env) profileDBOS(ctx context.Context, db benchDB, n int) (stmtProfile, error) {
+func (e *env) profileDBOS(ctx context.Context, db benchkit.DB, n int) (stmtProfile, error) {
 	target, err := hostOf(db.URL)
 	if err != nil {
 		return stmtProfile{}, err
@@ -335,13 +336,13 @@ type stmtProfile struct {
 	txs       int
 }
 
-func (sp stmtProfile) print(r *report) {
+func (sp stmtProfile) print(r *benchkit.Report) {
 	steps := float64(sp.workflows * wfSteps)
 	total := 0
 	for _, s := range sp.stmts {
 		total += s.n
 	}
-	r.detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): per step %.2f transactions as the clients open them "+
+	r.Detail("%s, where those transactions come from (%d workflows through a decoding proxy, untimed): per step %.2f transactions as the clients open them "+
 		"(the server counts these plus whatever else ran on the database, autovacuum included), %.1f round trips, %.1f statement executions, %.2f statement preparations; executions per step:",
 		sp.who, sp.workflows, float64(sp.txs)/steps, float64(sp.trips)/steps, float64(total)/steps, float64(sp.prepares)/steps)
 	for _, s := range sp.stmts {
@@ -349,6 +350,6 @@ func (sp stmtProfile) print(r *report) {
 		if s.parsed > 0 {
 			prep = fmt.Sprintf(" [prepared %.2f/step]", float64(s.parsed)/steps)
 		}
-		r.detail("  %5.2f  %s%s", float64(s.n)/steps, short(s.sql, 160), prep)
+		r.Detail("  %5.2f  %s%s", float64(s.n)/steps, short(s.sql, 160), prep)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package benchkit
 
 import (
 	"fmt"
@@ -6,10 +6,10 @@ import (
 	"strings"
 )
 
-// report prints the figures in the order they are added, each result line as
+// Report prints the figures in the order they are added, each result line as
 // `name: value (ratio vs floor)` followed by its target verdict, and ends
 // with a summary of every target.
-type report struct {
+type Report struct {
 	w       io.Writer
 	verdict []verdict
 	failed  []string
@@ -20,17 +20,20 @@ type verdict struct {
 	met          bool
 }
 
-// section starts a figure: a blank line, its title and what it compares.
-func (r *report) section(title, how string) {
+// NewReport returns a report printing to w.
+func NewReport(w io.Writer) *Report { return &Report{w: w} }
+
+// Section starts a figure: a blank line, its title and what it compares.
+func (r *Report) Section(title, how string) {
 	fmt.Fprintf(r.w, "\n%s\n", title)
 	if how != "" {
 		fmt.Fprintf(r.w, "  # %s\n", how)
 	}
 }
 
-// line prints `name: value (vsFloor)`; when target is not empty it appends
+// Line prints `name: value (vsFloor)`; when target is not empty it appends
 // `— target <target>: met|missed` and records the verdict for the summary.
-func (r *report) line(name, value, vsFloor, target string, met bool) {
+func (r *Report) Line(name, value, vsFloor, target string, met bool) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", name, value)
 	if vsFloor != "" {
@@ -43,19 +46,22 @@ func (r *report) line(name, value, vsFloor, target string, met bool) {
 	fmt.Fprintln(r.w, b.String())
 }
 
-// detail prints an indented supporting line.
-func (r *report) detail(format string, args ...any) {
+// Detail prints an indented supporting line.
+func (r *Report) Detail(format string, args ...any) {
 	fmt.Fprintf(r.w, "  "+format+"\n", args...)
 }
 
-// fail records that a figure could not be measured.
-func (r *report) fail(figure string, err error) {
+// Fail records that a figure could not be measured.
+func (r *Report) Fail(figure string, err error) {
 	fmt.Fprintf(r.w, "ERROR: %s could not run: %v\n", figure, err)
 	r.failed = append(r.failed, figure)
 }
 
-// summary prints every target's verdict.
-func (r *report) summary() {
+// Failed names the figures that could not be measured.
+func (r *Report) Failed() []string { return r.failed }
+
+// Summary prints every target's verdict.
+func (r *Report) Summary() {
 	fmt.Fprintf(r.w, "\nsummary\n")
 	met := 0
 	for _, v := range r.verdict {
