@@ -264,8 +264,15 @@ func TestHubIdleSubscribersCostOnlyTheSharedRead(t *testing.T) {
 		<-sub.CaughtUp()
 	}
 	waitFor(t, "50 streams followed", 5*time.Second, func() bool { return hub.Stats().Streams == 50 })
-	waitBlockedRead(t, rdb, reader) // the wake-ups settled
-	before := hub.Stats().Reads
+	// The wake-ups settled: the reader is blocked in XREAD and no read
+	// started for a while (a wake-up still in flight ends one more block).
+	var before int64
+	waitFor(t, "the wake-ups settled", 10*time.Second, func() bool {
+		waitBlockedRead(t, rdb, reader)
+		before = hub.Stats().Reads
+		time.Sleep(200 * time.Millisecond) // settling interval of this poll
+		return hub.Stats().Reads == before
+	})
 	// An observation window, not a wait for a state: nothing may happen in it.
 	time.Sleep(1500 * time.Millisecond)
 	if d := hub.Stats().Reads - before; d > 1 {
