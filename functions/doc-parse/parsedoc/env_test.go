@@ -17,22 +17,21 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
-	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kb/kbtest"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
-// env is one test's world: its own migrated PostgreSQL database (pgtest), a
-// local object store in a temporary directory, the real document parser,
-// keyword index and vector engine, and one knowledge base. The outbox has no
-// relay: events the handler emits stay in the outbox table, where the tests
-// read them.
+// env is one test's world (kbtest.World: its own database, a local object
+// store, the real keyword index and vector engine, one knowledge base) with
+// the real document parser. Events the handler emits stay in the outbox
+// table, where the tests read them.
 type env struct {
+	*kbtest.World
 	ctx    context.Context
 	pool   *pgxpool.Pool
 	kbs    *kb.Store
@@ -42,38 +41,18 @@ type env struct {
 	kw     *keyword.Index
 	vec    *vector.Postgres
 	parser *docparse.Parser
-	log    *slog.Logger // to the test's output, shown when it fails
+	log    *slog.Logger
 	kb     kb.KB
 }
 
-var admin = access.Subject{UID: "owner", Role: "admin"}
+var admin = kbtest.Admin
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, _ := pgtest.NewDatabase(t)
-	objs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vec := vector.NewPostgres(pool, vector.PostgresOptions{})
-	t.Cleanup(vec.Close)
-	e := &env{
-		ctx:    context.Background(),
-		pool:   pool,
-		kbs:    kb.NewStore(pool, "builtin:hash-ngram-256", func(string) (int, error) { return 256, nil }),
-		objs:   objs,
-		ob:     &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("doc-parse-test")}},
-		kw:     keyword.New(pool, keyword.NewAnalyzer("simple"), keyword.Params{}),
-		vec:    vec,
-		parser: docparse.New(docparse.NewPDFTextLayer(), docparse.Options{OCREngine: docparse.EngineDisable}),
-		log:    slog.New(slog.NewTextHandler(t.Output(), nil)),
-	}
-	e.lib = kb.NewLibrary(kb.LibraryDeps{Store: e.kbs, Objects: objs, Outbox: e.ob, Keyword: e.kw, Vectors: vec, Log: e.log})
-	e.kb, err = e.kbs.Create(e.ctx, admin, kb.CreateInput{Name: "parse test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return e
+	w := kbtest.New(t, "doc-parse-test", "parse test")
+	return &env{World: w, ctx: w.Ctx, pool: w.Pool, kbs: w.KBs, lib: w.Lib, objs: w.Objs, ob: w.Outbox, kw: w.Keyword,
+		vec: w.Vectors, log: w.Log, kb: w.KB,
+		parser: docparse.New(docparse.NewPDFTextLayer(), docparse.Options{OCREngine: docparse.EngineDisable})}
 }
 
 // handler builds doc-parse's handler over e, as functions/doc-parse does.
@@ -109,35 +88,13 @@ func uploaded(f kb.File) events.DocumentUploaded {
 	return events.DocumentUploaded{KBID: f.KBID, FileID: f.FileID}
 }
 
-func (e *env) load(t *testing.T, fileID string) kb.File {
-	t.Helper()
-	f, err := e.kbs.LoadFile(e.ctx, fileID)
-	if err != nil {
-		t.Fatalf("load file %s: %v", fileID, err)
-	}
-	return f
-}
+func (e *env) load(t *testing.T, fileID string) kb.File { return e.Load(t, fileID) }
 
-// exec runs a statement and fails the test on error.
-func (e *env) exec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	if _, err := e.pool.Exec(e.ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
+func (e *env) exec(t *testing.T, sql string, args ...any) { e.Exec(t, sql, args...) }
 
 // events lists the types of the outbox events about fileID, oldest first.
 func (e *env) events(t *testing.T, fileID string) []string {
-	t.Helper()
-	rows, err := e.pool.Query(e.ctx, `SELECT type FROM outbox WHERE data->>'file_id' = $1 ORDER BY id`, fileID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return e.Strings(t, `SELECT type FROM outbox WHERE data->>'file_id' = $1 ORDER BY id`, fileID)
 }
 
 // object reads a stored object; ok is false when there is none.
@@ -158,15 +115,7 @@ func (e *env) object(t *testing.T, key string) (string, bool) {
 	return string(b), true
 }
 
-// count runs a count query.
-func (e *env) count(t *testing.T, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := e.pool.QueryRow(e.ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
+func (e *env) count(t *testing.T, sql string, args ...any) int { return e.Count(t, sql, args...) }
 
 // wantEvents fails unless the events about fileID are want.
 func (e *env) wantEvents(t *testing.T, fileID string, want ...string) {

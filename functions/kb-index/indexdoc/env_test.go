@@ -17,22 +17,21 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
-	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kb/kbtest"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
-// env is one test's world: its own migrated PostgreSQL database (pgtest), a
-// local object store in a temporary directory, the real keyword index and
-// vector engine, the offline builtin embedder, and one knowledge base. The
-// outbox has no relay: events stay in the outbox table.
+// env is one test's world (kbtest.World: its own database, a local object
+// store, the real keyword index and vector engine, one knowledge base) with
+// the offline builtin embedder. Events stay in the outbox table.
 type env struct {
+	*kbtest.World
 	ctx  context.Context
 	pool *pgxpool.Pool
 	kbs  *kb.Store
@@ -42,45 +41,20 @@ type env struct {
 	kw   *keyword.Index
 	vec  *vector.Postgres
 	em   *embedders
-	log  *slog.Logger // to the test's output, shown when it fails
+	log  *slog.Logger
 	kb   kb.KB
 }
 
-var admin = access.Subject{UID: "owner", Role: "admin"}
+var admin = kbtest.Admin
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	pool, _ := pgtest.NewDatabase(t)
-	objs, err := blob.NewLocal(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	vec := vector.NewPostgres(pool, vector.PostgresOptions{})
-	t.Cleanup(vec.Close)
-	e := &env{
-		ctx:  context.Background(),
-		pool: pool,
-		kbs:  kb.NewStore(pool, "builtin:hash-ngram-256", func(string) (int, error) { return 256, nil }),
-		objs: objs,
-		ob:   &outbox.Outbox{Writer: outbox.Writer{Source: events.Source("kb-index-test")}},
-		kw:   keyword.New(pool, keyword.NewAnalyzer("simple"), keyword.Params{}),
-		vec:  vec,
-		em:   &embedders{},
-		log:  slog.New(slog.NewTextHandler(t.Output(), nil)),
-	}
-	e.lib = kb.NewLibrary(kb.LibraryDeps{Store: e.kbs, Objects: objs, Outbox: e.ob, Keyword: e.kw, Vectors: vec, Log: e.log})
-	e.kb = e.createKB(t, kb.CreateInput{Name: "index test"})
-	return e
+	w := kbtest.New(t, "kb-index-test", "index test")
+	return &env{World: w, ctx: w.Ctx, pool: w.Pool, kbs: w.KBs, lib: w.Lib, objs: w.Objs, ob: w.Outbox, kw: w.Keyword,
+		vec: w.Vectors, log: w.Log, kb: w.KB, em: &embedders{}}
 }
 
-func (e *env) createKB(t *testing.T, in kb.CreateInput) kb.KB {
-	t.Helper()
-	k, err := e.kbs.Create(e.ctx, admin, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
+func (e *env) createKB(t *testing.T, in kb.CreateInput) kb.KB { return e.CreateKB(t, in) }
 
 // handler builds kb-index's handler over e, as functions/kb-index does.
 func (e *env) handler(cfg indexdoc.Config) *indexdoc.Handler {
@@ -122,43 +96,14 @@ func parsedEvent(f kb.File) events.DocumentParsed {
 	return events.DocumentParsed{KBID: f.KBID, FileID: f.FileID}
 }
 
-func (e *env) load(t *testing.T, fileID string) kb.File {
-	t.Helper()
-	f, err := e.kbs.LoadFile(e.ctx, fileID)
-	if err != nil {
-		t.Fatalf("load file %s: %v", fileID, err)
-	}
-	return f
-}
+func (e *env) load(t *testing.T, fileID string) kb.File { return e.Load(t, fileID) }
 
-func (e *env) exec(t *testing.T, sql string, args ...any) {
-	t.Helper()
-	if _, err := e.pool.Exec(e.ctx, sql, args...); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-}
+func (e *env) exec(t *testing.T, sql string, args ...any) { e.Exec(t, sql, args...) }
 
-func (e *env) count(t *testing.T, sql string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := e.pool.QueryRow(e.ctx, sql, args...).Scan(&n); err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	return n
-}
+func (e *env) count(t *testing.T, sql string, args ...any) int { return e.Count(t, sql, args...) }
 
-// strings runs a query of one text column, in its order.
 func (e *env) strings(t *testing.T, sql string, args ...any) []string {
-	t.Helper()
-	rows, err := e.pool.Query(e.ctx, sql, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return e.Strings(t, sql, args...)
 }
 
 // chunkIDs lists fileID's chunks, by id.
