@@ -88,8 +88,25 @@ type container struct {
 		Requests map[string]string `json:"requests"`
 		Limits   map[string]string `json:"limits"`
 	} `json:"resources"`
-	ReadinessProbe *probe `json:"readinessProbe"`
-	LivenessProbe  *probe `json:"livenessProbe"`
+	ReadinessProbe  *probe           `json:"readinessProbe"`
+	LivenessProbe   *probe           `json:"livenessProbe"`
+	SecurityContext *securityContext `json:"securityContext"`
+}
+
+type securityContext struct {
+	RunAsNonRoot             *bool  `json:"runAsNonRoot"`
+	RunAsUser                *int64 `json:"runAsUser"`
+	RunAsGroup               *int64 `json:"runAsGroup"`
+	AllowPrivilegeEscalation *bool  `json:"allowPrivilegeEscalation"`
+	ReadOnlyRootFilesystem   *bool  `json:"readOnlyRootFilesystem"`
+	Privileged               *bool  `json:"privileged"`
+	Capabilities             *struct {
+		Add  []string `json:"add"`
+		Drop []string `json:"drop"`
+	} `json:"capabilities"`
+	SeccompProfile *struct {
+		Type string `json:"type"`
+	} `json:"seccompProfile"`
 }
 
 type knService struct {

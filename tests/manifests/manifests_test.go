@@ -813,3 +813,50 @@ func TestEventsImportsOnlyStdlibAndCloudEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestServicesRunRestricted holds every Service's containers to the
+// Kubernetes "restricted" Pod Security profile, which is also what Knative
+// Serving warns about when a field is missing: no privilege escalation, every
+// capability dropped, a non-root numeric user, the RuntimeDefault seccomp
+// profile, and a read-only root filesystem (no function writes to disk).
+func TestServicesRunRestricted(t *testing.T) {
+	_, m := setup(t)
+	if len(m.services) == 0 {
+		t.Fatal("no Knative Services in knative/")
+	}
+	for name, svc := range m.services {
+		for _, c := range svc.Spec.Template.Spec.Containers {
+			where := "Service " + name + " container " + c.Name
+			sc := c.SecurityContext
+			if sc == nil {
+				t.Errorf("%s: no securityContext", where)
+				continue
+			}
+			if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("%s: want allowPrivilegeEscalation: false", where)
+			}
+			if sc.Privileged != nil && *sc.Privileged {
+				t.Errorf("%s: privileged", where)
+			}
+			if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+				t.Errorf("%s: want capabilities.drop [ALL]", where)
+			} else if len(sc.Capabilities.Add) > 0 {
+				t.Errorf("%s: capabilities.add %v; want none", where, sc.Capabilities.Add)
+			}
+			if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+				t.Errorf("%s: want runAsNonRoot: true", where)
+			}
+			// A numeric non-zero user lets the kubelet enforce runAsNonRoot
+			// without trusting the image's USER.
+			if sc.RunAsUser == nil || *sc.RunAsUser <= 0 {
+				t.Errorf("%s: want a numeric non-root runAsUser", where)
+			}
+			if sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+				t.Errorf("%s: want readOnlyRootFilesystem: true", where)
+			}
+			if sc.SeccompProfile == nil || sc.SeccompProfile.Type != "RuntimeDefault" {
+				t.Errorf("%s: want seccompProfile.type RuntimeDefault", where)
+			}
+		}
+	}
+}
