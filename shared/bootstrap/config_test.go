@@ -42,6 +42,7 @@ func TestLoadDefaults(t *testing.T) {
 		"SweepStale":    {c.SweepStale, 10 * time.Minute},
 		"ToolTimeout":   {c.ToolTimeout, 5 * time.Minute},
 		"SSEHeartbeat":  {c.SSEHeartbeat, 15 * time.Second},
+		"SSEMaxDur":     {c.SSEMaxDuration, 30 * time.Minute},
 		"MaxBodyBytes":  {c.MaxBodyBytes, int64(1 << 20)},
 		"CreateDB":      {c.CreateDatabase, false},
 	}
@@ -64,25 +65,26 @@ func TestLoadDefaults(t *testing.T) {
 func TestLoadReadsEveryVariable(t *testing.T) {
 	t.Parallel()
 	c, err := bootstrap.Load(env(map[string]string{
-		"DATABASE_URL":         "postgres://u@db:5432/x",
-		"REDIS_URL":            "rediss://cache:6380/2",
-		"YUXI_REDIS_PREFIX":    "t:",
-		"PORT":                 "9999",
-		"K_SINK":               "http://broker.default.svc/ns/default",
-		"YUXI_RUNTIME":         "lambda",
-		"YUXI_JWT_SECRET":      secretA,
-		"YUXI_API_KEY_SECRET":  secretB,
-		"YUXI_WORKER_ID":       "w-1",
-		"LOG_LEVEL":            "debug",
-		"YUXI_CRASH_AT":        "after_commit:2",
-		"YUXI_CREATE_DATABASE": "true",
-		"YUXI_STEP_LEASE":      "2m",
-		"YUXI_OUTBOX_CLAIM":    "5s",
-		"YUXI_SWEEP_INTERVAL":  "1s",
-		"YUXI_SWEEP_STALE":     "1h",
-		"YUXI_TOOL_TIMEOUT":    "90s",
-		"YUXI_SSE_HEARTBEAT":   "3s",
-		"YUXI_MAX_BODY_BYTES":  "4096",
+		"DATABASE_URL":          "postgres://u@db:5432/x",
+		"REDIS_URL":             "rediss://cache:6380/2",
+		"YUXI_REDIS_PREFIX":     "t:",
+		"PORT":                  "9999",
+		"K_SINK":                "http://broker.default.svc/ns/default",
+		"YUXI_RUNTIME":          "lambda",
+		"YUXI_JWT_SECRET":       secretA,
+		"YUXI_API_KEY_SECRET":   secretB,
+		"YUXI_WORKER_ID":        "w-1",
+		"LOG_LEVEL":             "debug",
+		"YUXI_CRASH_AT":         "after_commit:2",
+		"YUXI_CREATE_DATABASE":  "true",
+		"YUXI_STEP_LEASE":       "2m",
+		"YUXI_OUTBOX_CLAIM":     "5s",
+		"YUXI_SWEEP_INTERVAL":   "1s",
+		"YUXI_SWEEP_STALE":      "1h",
+		"YUXI_TOOL_TIMEOUT":     "90s",
+		"YUXI_SSE_HEARTBEAT":    "3s",
+		"YUXI_SSE_MAX_DURATION": "9m",
+		"YUXI_MAX_BODY_BYTES":   "4096",
 	}), nil, "8080")
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +95,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		t.Errorf("strings not read: %+v", c)
 	}
 	if c.StepLease != 2*time.Minute || c.OutboxClaim != 5*time.Second || c.SweepInterval != time.Second || c.SweepStale != time.Hour ||
-		c.ToolTimeout != 90*time.Second || c.SSEHeartbeat != 3*time.Second || c.MaxBodyBytes != 4096 {
+		c.ToolTimeout != 90*time.Second || c.SSEHeartbeat != 3*time.Second || c.SSEMaxDuration != 9*time.Minute || c.MaxBodyBytes != 4096 {
 		t.Errorf("durations/limits not read: %+v", c)
 	}
 	if c1, _ := bootstrap.Load(env(map[string]string{"YUXI_CREATE_DATABASE": "1"}), nil, "1"); !c1.CreateDatabase {

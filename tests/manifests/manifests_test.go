@@ -59,9 +59,15 @@ const (
 	eventProbePath = "/healthz" // served by faas.NewHTTPReceiver
 	intakeProbe    = "/api/system/health"
 
-	// sseMaxDuration is intake.Deps.SSEMaxDuration's default: a run stream
-	// may stay open this long, so intake's timeoutSeconds must cover it.
-	sseMaxDuration = 30 * time.Minute
+	// sseMaxDurationDefault is bootstrap's default for YUXI_SSE_MAX_DURATION:
+	// an SSE response stays open this long unless the ConfigMap sets it, so
+	// intake's timeoutSeconds must cover it.
+	sseMaxDurationDefault = 30 * time.Minute
+
+	// maxRevisionTimeout is Knative Serving's default config-defaults
+	// max-revision-timeout-seconds. knative/ ships no config-defaults patch,
+	// so a Service above it would be rejected by an unmodified cluster.
+	maxRevisionTimeout = 600
 )
 
 // handledBy is the routing table the Triggers must implement: event type →
@@ -359,13 +365,8 @@ func TestBrokerDelivery(t *testing.T) {
 func TestEveryFunctionHasAService(t *testing.T) {
 	root, m := setup(t)
 	mod := modulePath(t, root)
-	toolTimeout := 5 * time.Minute // bootstrap's default for YUXI_TOOL_TIMEOUT
-	if v := m.configMaps[configMapName].Data["YUXI_TOOL_TIMEOUT"]; v != "" {
-		var err error
-		if toolTimeout, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("ConfigMap %s YUXI_TOOL_TIMEOUT: %v", configMapName, err)
-		}
-	}
+	toolTimeout := configDuration(t, m, "YUXI_TOOL_TIMEOUT", 5*time.Minute) // bootstrap's default
+	sseMaxDuration := configDuration(t, m, "YUXI_SSE_MAX_DURATION", sseMaxDurationDefault)
 	for _, fn := range functionNames(t, root) {
 		t.Run(fn, func(t *testing.T) {
 			svc, ok := m.services[fn]
@@ -388,9 +389,11 @@ func TestEveryFunctionHasAService(t *testing.T) {
 			ts := tmpl.Spec.TimeoutSeconds
 			if ts == nil || *ts <= 0 {
 				t.Errorf("timeoutSeconds not set")
+			} else if *ts > maxRevisionTimeout {
+				t.Errorf("timeoutSeconds %d is above Knative's default max-revision-timeout-seconds %d, which knative/ does not raise: the cluster rejects the revision", *ts, maxRevisionTimeout)
 			}
-			if fn == "intake" && ts != nil && time.Duration(*ts)*time.Second < sseMaxDuration {
-				t.Errorf("timeoutSeconds %d cuts SSE streams, which last up to %s", *ts, sseMaxDuration)
+			if fn == "intake" && ts != nil && time.Duration(*ts)*time.Second <= sseMaxDuration {
+				t.Errorf("timeoutSeconds %d would cut SSE responses, which last up to YUXI_SSE_MAX_DURATION %s; keep that below it", *ts, sseMaxDuration)
 			}
 			if fn == "tool-invoke" && ts != nil && time.Duration(*ts)*time.Second <= toolTimeout {
 				t.Errorf("timeoutSeconds %d is not above YUXI_TOOL_TIMEOUT %s", *ts, toolTimeout)
@@ -484,6 +487,33 @@ func TestEveryFunctionHasAService(t *testing.T) {
 		if !slices.Contains(functionNames(t, root), name) {
 			t.Errorf("Service %s has no functions/%s/main.go", name, name)
 		}
+	}
+}
+
+// configDuration is the ConfigMap's value of key as a duration, or def.
+func configDuration(t *testing.T, m *manifests, key string, def time.Duration) time.Duration {
+	t.Helper()
+	v := m.configMaps[configMapName].Data[key]
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("ConfigMap %s %s: %v", configMapName, key, err)
+	}
+	return d
+}
+
+// TestIntakeReadsSSEMaxDuration: the ConfigMap's YUXI_SSE_MAX_DURATION keeps
+// streams under intake's timeoutSeconds only if intake's main passes it on.
+func TestIntakeReadsSSEMaxDuration(t *testing.T) {
+	root := repoRoot(t)
+	raw, err := os.ReadFile(filepath.Join(root, "functions", "intake", "main.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), "SSEMaxDuration: cfg.SSEMaxDuration") {
+		t.Error("functions/intake/main.go does not set intake.Deps.SSEMaxDuration from cfg.SSEMaxDuration (YUXI_SSE_MAX_DURATION)")
 	}
 }
 
