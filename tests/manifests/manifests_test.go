@@ -890,3 +890,100 @@ func TestServicesRunRestricted(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeTableDescribesEveryService holds knative/README.md's function
+// table to 300-services.yaml: one row per Service, and each row's visibility,
+// triggers, readiness path, scale and timeoutSeconds as deployed.
+func TestReadmeTableDescribesEveryService(t *testing.T) {
+	root, m := setup(t)
+	raw, err := os.ReadFile(filepath.Join(root, "knative", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	inTable := false
+	for _, line := range strings.Split(string(raw), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			inTable = false
+			continue
+		}
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		if cells[0] == "Function" {
+			inTable = true
+			continue
+		}
+		if !inTable || strings.HasPrefix(cells[0], "---") {
+			continue
+		}
+		fn := strings.Trim(cells[0], "`")
+		if _, dup := rows[fn]; dup {
+			t.Errorf("README table: two rows for %s", fn)
+		}
+		rows[fn] = cells
+	}
+	if len(rows) == 0 {
+		t.Fatal("knative/README.md has no table whose first column is headed Function")
+	}
+	backticked := regexp.MustCompile("`([^`]+)`")
+	for name, svc := range m.services {
+		cells, ok := rows[name]
+		if !ok {
+			t.Errorf("README table has no row for Service %s", name)
+			continue
+		}
+		if len(cells) != 6 {
+			t.Errorf("README row %s: %d columns, want 6 (function, reached by, triggered by, readiness, scale, timeoutSeconds)", name, len(cells))
+			continue
+		}
+		wantVis := "public route"
+		if svc.Metadata.Labels[visibilityKey] == clusterLocal {
+			wantVis = clusterLocal
+		}
+		if cells[1] != wantVis {
+			t.Errorf("README row %s: reached by %q, Service is %q", name, cells[1], wantVis)
+		}
+		var wantTypes []string
+		for typ, fn := range handledBy {
+			if fn == name {
+				wantTypes = append(wantTypes, typ)
+			}
+		}
+		var gotTypes []string
+		for _, mt := range backticked.FindAllStringSubmatch(cells[2], -1) {
+			gotTypes = append(gotTypes, mt[1])
+		}
+		sort.Strings(wantTypes)
+		sort.Strings(gotTypes)
+		if len(wantTypes) == 0 {
+			if cells[2] != "HTTP" {
+				t.Errorf("README row %s: triggered by %q, want HTTP", name, cells[2])
+			}
+		} else if !slices.Equal(gotTypes, wantTypes) {
+			t.Errorf("README row %s: triggered by %v, the Triggers deliver %v", name, gotTypes, wantTypes)
+		}
+		if want := "`GET " + probePath(name) + "`"; cells[3] != want {
+			t.Errorf("README row %s: readiness %q, want %q", name, cells[3], want)
+		}
+		tmpl := svc.Spec.Template
+		ann := tmpl.Metadata.Annotations
+		if cc := tmpl.Spec.ContainerConcurrency; cc != nil {
+			want := ann[annMinScale] + "/" + ann[annMaxScale] + ", " + ann[annTarget] + ", " + strconv.FormatInt(*cc, 10)
+			if cells[4] != want {
+				t.Errorf("README row %s: scale %q, Service has %q", name, cells[4], want)
+			}
+		}
+		if ts := tmpl.Spec.TimeoutSeconds; ts != nil {
+			if got, _, _ := strings.Cut(cells[5], " "); got != strconv.FormatInt(*ts, 10) {
+				t.Errorf("README row %s: timeoutSeconds %q, Service has %d", name, got, *ts)
+			}
+		}
+	}
+	for fn := range rows {
+		if _, ok := m.services[fn]; !ok {
+			t.Errorf("README table lists %s, which has no Service in knative/", fn)
+		}
+	}
+}
