@@ -28,7 +28,9 @@ var functionsFrameworkUsed atomic.Bool
 // would retry any non-2xx (when recording fails, the error is returned so the
 // event comes back). An Eventarc Pub/Sub trigger's messagePublished
 // event is unwrapped by the router, which delivers the Yuxi event inside (or
-// records why it could not). Events that are not valid CloudEvents are refused
+// records why it could not); so is a plain Pub/Sub push, which the framework
+// itself turns into messagePublished when the push endpoint's path names the
+// topic (…/projects/P/topics/T). Events that are not valid CloudEvents are refused
 // with 400 by the framework before the router sees them.
 //
 // functions-framework-go keeps registered functions in a package-level
