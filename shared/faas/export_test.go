@@ -22,5 +22,5 @@ func EventFromPubSubEnvelope(body []byte) (cloudevents.Event, error) {
 	if env.Message == nil {
 		return cloudevents.Event{}, errors.New("no message")
 	}
-	return eventFromPubSub(env.Message)
+	return eventFromPubSub(env.Message, env.Subscription)
 }

@@ -82,7 +82,7 @@ func (r *Router) deliverMessagePublished(ctx context.Context, outer cloudevents.
 		}
 		return r.finish(ctx, outer, "", Result{Malformed, fmt.Errorf("pub/sub envelope: %w", err)})
 	}
-	inner, err := eventFromPubSub(env.Message)
+	inner, err := eventFromPubSub(env.Message, env.Subscription)
 	if err == nil {
 		if verr := inner.Validate(); verr != nil {
 			err = fmt.Errorf("invalid CloudEvent: %w", verr)
@@ -109,7 +109,13 @@ var coreAttributes = map[string]bool{
 // datacontenttype), structured mode otherwise (the data is a JSON CloudEvent).
 // Other message attributes become extensions when their names are valid
 // extension names and do not clash with an attribute the event already has.
-func eventFromPubSub(m *pubsubMessage) (cloudevents.Event, error) {
+//
+// In binary mode a message that names only ce-type (a Cloud Scheduler job's
+// Pub/Sub target has fixed attributes, so it cannot set a fresh ce-id per
+// tick) takes its id from the message id, which stays the same when Pub/Sub
+// redelivers, its source from the subscription and its time from the publish
+// time.
+func eventFromPubSub(m *pubsubMessage, subscription string) (cloudevents.Event, error) {
 	attrs := m.Attributes
 	var ev cloudevents.Event
 	_, binary := attrs["ce-specversion"]
@@ -151,6 +157,17 @@ func eventFromPubSub(m *pubsubMessage) (cloudevents.Event, error) {
 				ev.SetTime(t)
 			default:
 				_ = ev.Context.SetExtension(name, v) // names CloudEvents cannot carry are left out
+			}
+		}
+		if ev.ID() == "" {
+			ev.SetID(m.id())
+		}
+		if ev.Source() == "" && subscription != "" {
+			ev.SetSource("//pubsub.googleapis.com/" + subscription)
+		}
+		if ev.Time().IsZero() && m.PublishTime != "" {
+			if t, err := time.Parse(time.RFC3339Nano, m.PublishTime); err == nil {
+				ev.SetTime(t)
 			}
 		}
 		if ct == "" && json.Valid(m.Data) {

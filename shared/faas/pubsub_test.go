@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -404,5 +405,47 @@ func TestPubSubUnrecordedFailureIsRedelivered(t *testing.T) {
 	}
 	if err := faas.CloudEventFunction(r)(t.Context(), outer); err == nil {
 		t.Error("functions-framework function returned nil for an unrecorded failure")
+	}
+}
+
+// A Cloud Scheduler job with a Pub/Sub target publishes fixed attributes: only
+// ce-type names the event, the id comes from the message id.
+func TestPubSubCloudSchedulerTick(t *testing.T) {
+	t.Parallel()
+	tick := readFixture(t, "cloud_scheduler_pubsub.json")
+	ev, err := faas.EventFromPubSubEnvelope(tick)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID() != "11873509146529042" || ev.Type() != events.TypeSweepRequested ||
+		ev.Source() != "//pubsub.googleapis.com/projects/yuxi-prod/subscriptions/eventarc-europe-west1-dispatcher-sweep-sub-204" ||
+		!ev.Time().Equal(time.Date(2026, 1, 8, 10, 0, 0, 311e6, time.UTC)) {
+		t.Errorf("event = %s", ev)
+	}
+	fn := newScripted(t)
+	srv := httptest.NewServer(faas.NewHTTPReceiver(fn.router))
+	defer srv.Close()
+	for _, headers := range []map[string]string{pushHeaders, asEventarc(t, tick)} {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL, bytes.NewReader(tick))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("status %d", resp.StatusCode)
+		}
+	}
+	if got := fn.called(); !slices.Equal(got, []string{"sweep:schedule", "sweep:schedule"}) {
+		t.Errorf("handler calls = %v", got)
+	}
+	if ids := fn.rec.ids(); len(ids) != 0 {
+		t.Errorf("recorded %v", ids)
 	}
 }
