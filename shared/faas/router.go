@@ -1,10 +1,10 @@
 // Package faas adapts handlers written once to every place a function runs:
 // in-process under the local runner, as a CloudEvents HTTP receiver (Knative,
-// Cloud Run, any broker; binary and structured mode; Pub/Sub push), under aws-lambda-go (SQS
-// with partial batch failures, EventBridge events, Function URL requests, and
-// through a router's Translator the cloud's own payloads, such as S3 event
-// records) and under functions-framework-go. Handlers never know which one
-// they run under.
+// Cloud Run, any broker; binary and structured mode; Pub/Sub push), under
+// aws-lambda-go (SQS with partial batch failures, EventBridge events, Function
+// URL requests, and through a router's Translator the cloud's own payloads,
+// such as S3 event records) and under functions-framework-go. Handlers never
+// know which one they run under.
 //
 // A handler decides one of three outcomes: nil (ack), Permanent(err) (ack and
 // record, never retried) or any other error (retry). Events that are not valid
