@@ -25,7 +25,12 @@ var functionsFrameworkUsed atomic.Bool
 // For CloudEvents, Retry returns the handler's error, which the framework
 // answers with 500 so Eventarc redelivers; Ack, Failed and Malformed return
 // nil (200): permanent failures are recorded by the router, and Eventarc
-// would retry any non-2xx. Events that are not valid CloudEvents are refused
+// would retry any non-2xx (when recording fails, the error is returned so the
+// event comes back). An Eventarc Pub/Sub trigger's messagePublished
+// event is unwrapped by the router, which delivers the Yuxi event inside (or
+// records why it could not); so is a plain Pub/Sub push, which the framework
+// itself turns into messagePublished when the push endpoint's path names the
+// topic (…/projects/P/topics/T). Events that are not valid CloudEvents are refused
 // with 400 by the framework before the router sees them.
 //
 // functions-framework-go keeps registered functions in a package-level
@@ -83,7 +88,7 @@ func serveFunctionsFramework(ctx context.Context, addr string, r *Router, h http
 func cloudEventFunction(r *Router) func(ctx context.Context, ev cloudevents.Event) error {
 	return func(ctx context.Context, ev cloudevents.Event) error {
 		res := r.Deliver(ctx, ev)
-		if res.Outcome == Retry {
+		if res.Outcome == Retry || (res.Outcome != Ack && unrecorded(res.Err)) {
 			return fmt.Errorf("event %s: %w", ev.ID(), res.Err)
 		}
 		return nil

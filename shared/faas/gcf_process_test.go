@@ -3,6 +3,7 @@
 package faas_test
 
 import (
+	"bytes"
 	"io"
 	"net"
 	"net/http"
@@ -61,6 +62,43 @@ func TestFunctionsFrameworkProcess(t *testing.T) {
 		t.Errorf("permanent failure: status %d %s, want 200 (acknowledged, recorded)", status, body)
 	}
 	proc.waitLine("recorded ev-perm")
+
+	// An Eventarc Pub/Sub trigger's messagePublished event: the Yuxi event in
+	// message.data is delivered, an unroutable one recorded and acknowledged.
+	eventarc := func(headers map[string]string, body []byte, path ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url+strings.Join(path, ""), bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	headers, body := eventarcFixture(t)
+	if status, b := eventarc(headers, body); status != http.StatusOK {
+		t.Errorf("eventarc messagePublished: status %d %s", status, b)
+	}
+	proc.waitLine("handled run_ok_structured")
+	unroutable := readFixture(t, "pubsub_push_unroutable.json")
+	if status, b := eventarc(asEventarc(t, unroutable), unroutable); status != http.StatusOK {
+		t.Errorf("eventarc unroutable: status %d %s, want 200 (acknowledged, recorded)", status, b)
+	}
+	proc.waitLine("recorded 7e8f9a0b1c2d43e5f60718293a4b5c6d")
+	// A plain Pub/Sub push POST: the framework turns it into a messagePublished
+	// event (its legacy push conversion, which wants the topic in the push
+	// endpoint's path), and the router unwraps that.
+	if status, b := eventarc(pushHeaders, readFixture(t, "pubsub_push_binary.json"), "projects/yuxi-prod/topics/yuxi-events"); status != http.StatusOK {
+		t.Errorf("pub/sub push: status %d %s", status, b)
+	}
+	proc.waitLine("handled run_ok_binary")
 
 	// The framework itself refuses requests that are not CloudEvents.
 	resp, err := http.Post(url, "application/json", strings.NewReader(`{}`))

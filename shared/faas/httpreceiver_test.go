@@ -200,7 +200,7 @@ func TestReceiverRawRequests(t *testing.T) {
 		}, status: 400, code: faas.CodeInvalidEvent, recorded: recordedYes},
 		{name: "unknown type", req: func(t *testing.T) *http.Request {
 			return binaryRequest(t, map[string]string{"Ce-Type": "io.yuxi.unknown.v1"}, stepData)
-		}, status: 400, code: faas.CodeInvalidEvent, recorded: recordedYes},
+		}, status: 422, code: faas.CodeNoHandler, recorded: recordedYes},
 		{name: "batch", req: func(t *testing.T) *http.Request {
 			req := structuredRequest(t, "["+structured(t, nil)+"]")
 			req.Header.Set("Content-Type", "application/cloudevents-batch+json")

@@ -1,15 +1,23 @@
 // Package faas adapts handlers written once to every place a function runs:
 // in-process under the local runner, as a CloudEvents HTTP receiver (Knative,
-// Cloud Run, any broker; binary and structured mode), under aws-lambda-go (SQS
-// with partial batch failures, EventBridge events, Function URL requests, and
-// through a router's Translator the cloud's own payloads, such as S3 event
-// records) and under functions-framework-go. Handlers never know which one
-// they run under.
+// Cloud Run, any broker; binary and structured mode; Pub/Sub push), under
+// aws-lambda-go (SQS with partial batch failures, EventBridge events, Function
+// URL requests, and through a router's Translator the cloud's own payloads,
+// such as S3 event records) and under functions-framework-go. Handlers never
+// know which one they run under.
 //
 // A handler decides one of three outcomes: nil (ack), Permanent(err) (ack and
 // record, never retried) or any other error (retry). Events that are not valid
 // CloudEvents, have no handler, or whose data does not match the type's JSON
-// Schema are permanent failures: retrying cannot fix them.
+// Schema are permanent failures: retrying cannot fix them. They are recorded
+// through the router's FailureRecorder (the event_failures table) before the
+// transport is answered, never dropped silently.
+//
+// Google Cloud deliveries are unwrapped first: an Eventarc Pub/Sub trigger's
+// google.cloud.pubsub.topic.v1.messagePublished event and a Pub/Sub push
+// envelope carry the Yuxi event in message.data, either as a structured JSON
+// CloudEvent or as its data with the context in ce- message attributes (the
+// CloudEvents Pub/Sub binding); see PubSubMessagePublished.
 //
 // Imported by: function mains, the local runner, shared/outbox (local relay),
 // infra/devbroker (sender and retry classification).
@@ -194,6 +202,33 @@ func (m malformedError) Unwrap() error { return m.err }
 
 func malformed(err error) error { return malformedError{err} }
 
+// noHandlerError is the Malformed cause of an event whose type no handler
+// takes: the HTTP receiver answers it with 422 rather than 400.
+type noHandlerError struct{ err error }
+
+func (n noHandlerError) Error() string { return n.err.Error() }
+func (n noHandlerError) Unwrap() error { return n.err }
+
+// IsNoHandler reports whether err says that no handler takes the event's type.
+func IsNoHandler(err error) bool {
+	var n noHandlerError
+	return errors.As(err, &n)
+}
+
+// unrecordedError marks the cause of a permanent failure that could not be
+// recorded; it reads and unwraps as the cause itself. A transport that
+// acknowledges permanent failures only because they are recorded (Pub/Sub
+// push, Eventarc) asks for redelivery instead.
+type unrecordedError struct{ cause, record error }
+
+func (u unrecordedError) Error() string { return u.cause.Error() }
+func (u unrecordedError) Unwrap() error { return u.cause }
+
+func unrecorded(err error) bool {
+	var u unrecordedError
+	return errors.As(err, &u)
+}
+
 // Deliver runs the handler for ev and classifies the outcome. Permanent
 // failures and malformed events are recorded when a recorder is set.
 func (r *Router) Deliver(ctx context.Context, ev cloudevents.Event) (res Result) {
@@ -201,8 +236,11 @@ func (r *Router) Deliver(ctx context.Context, ev cloudevents.Event) (res Result)
 		return r.finish(ctx, ev, "", Result{Malformed, fmt.Errorf("invalid CloudEvent: %w", err)})
 	}
 	rt, ok := r.routes[ev.Type()]
+	if !ok && ev.Type() == PubSubMessagePublished {
+		return r.deliverMessagePublished(ctx, ev)
+	}
 	if !ok {
-		return r.finish(ctx, ev, "", Result{Malformed, fmt.Errorf("function %s has no handler for event type %q", r.name, ev.Type())})
+		return r.finish(ctx, ev, "", Result{Malformed, noHandlerError{fmt.Errorf("function %s has no handler for event type %q", r.name, ev.Type())}})
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -236,6 +274,7 @@ func (r *Router) finish(ctx context.Context, ev cloudevents.Event, handler strin
 		if r.recorder != nil && ev.ID() != "" {
 			if err := r.recorder.RecordFailure(context.WithoutCancel(ctx), ev, handler, res.Err); err != nil {
 				r.log.Error("record event failure", "error", err)
+				res.Err = unrecordedError{res.Err, err}
 			}
 		}
 	case Retry:
