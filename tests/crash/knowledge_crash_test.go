@@ -390,9 +390,11 @@ func runReindexScenario(t *testing.T, bin string) {
 			t.Errorf("old chunk %s survived the re-index", id)
 		}
 	}
+	// The old chunks' vectors are deleted right after the commit that made
+	// the file indexed (or by the sweep): wait for that, then check the file.
+	testkit.WaitKBIndexClean(t, pool, kbID, 15*time.Second)
 	if problems := testkit.FileIndexProblems(t, pool, kbID, fileID); len(problems) > 0 {
 		t.Errorf("file after the re-index: %s", strings.Join(problems, "; "))
 	}
-	testkit.WaitKBIndexClean(t, pool, kbID, 15*time.Second)
 	checkSearchFindsEachFileOnce(t, c, pool, kbID, []string{fileID})
 }
