@@ -197,16 +197,6 @@ type modelOutcome struct {
 	cancelled       bool
 	leaseLost       bool
 	failed          error
-	// flushed, when not nil, closes once the turn's last stream batch is
-	// appended (it was sent concurrently with the step commit).
-	flushed <-chan struct{}
-}
-
-// waitFlushed waits for the turn's last stream batch.
-func (o modelOutcome) waitFlushed() {
-	if o.flushed != nil {
-		<-o.flushed
-	}
 }
 
 // streamModel runs the model turn with retries, streaming deltas to the run's
@@ -273,18 +263,6 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 				_ = b.Add(ctx, toolCallChunk(r, msgID, i, tc))
 			}
 		}
-		if err == nil && !leaseLost.Load() && !cancelled.Load() && ctx.Err() == nil {
-			// The turn's last batch travels while the step commits (commit
-			// waits for it before writing message_final), so the stream's
-			// round trip is off the critical path; the order on the stream is
-			// unchanged: messages, then message_final and end.
-			flushed := make(chan struct{})
-			go func() {
-				defer close(flushed)
-				_ = b.Close(context.WithoutCancel(ctx))
-			}()
-			return modelOutcome{resp: resp, streamMessageID: msgID, flushed: flushed}, nil
-		}
 		_ = b.Close(context.WithoutCancel(ctx))
 		switch {
 		case leaseLost.Load():
@@ -328,9 +306,6 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
 	}
 	res, err := h.runs.CommitStep(ctx, c)
-	// Whatever the commit's outcome, the turn's messages precede anything
-	// appended after it (message_final, end, a retry's marker).
-	out.waitFlushed()
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
 		return nil
 	}
