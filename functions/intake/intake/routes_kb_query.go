@@ -12,11 +12,7 @@ import (
 
 // queryKB answers {result, status:"success"} as the original.
 func (s *Server) queryKB(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var in kb.QueryInput
-	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		return err
-	}
-	res, err := s.kb.Query(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	res, err := s.query(w, r, p)
 	if err != nil {
 		return err
 	}
@@ -26,16 +22,21 @@ func (s *Server) queryKB(w http.ResponseWriter, r *http.Request, p auth.Principa
 
 // queryTest answers the raw result list.
 func (s *Server) queryTest(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	var in kb.QueryInput
-	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		return err
-	}
-	res, err := s.kb.Query(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	res, err := s.query(w, r, p)
 	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, res)
 	return nil
+}
+
+// query decodes a query and runs it on {kb_id}: the part both query routes share.
+func (s *Server) query(w http.ResponseWriter, r *http.Request, p auth.Principal) ([]kb.Result, error) {
+	var in kb.QueryInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		return nil, err
+	}
+	return s.kb.Query(r.Context(), subject(p), r.PathValue("kb_id"), in)
 }
 
 func (s *Server) getQueryParams(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
