@@ -7,13 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
@@ -21,9 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kb/kbtest"
-	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
 // env is one test's world (kbtest.World: its own database, a local object
@@ -32,17 +28,7 @@ import (
 // table, where the tests read them.
 type env struct {
 	*kbtest.World
-	ctx    context.Context
-	pool   *pgxpool.Pool
-	kbs    *kb.Store
-	lib    *kb.Library
-	objs   *blob.Local
-	ob     *outbox.Outbox
-	kw     *keyword.Index
-	vec    *vector.Postgres
 	parser *docparse.Parser
-	log    *slog.Logger
-	kb     kb.KB
 }
 
 var admin = kbtest.Admin
@@ -50,29 +36,28 @@ var admin = kbtest.Admin
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	w := kbtest.New(t, "doc-parse-test", "parse test")
-	return &env{World: w, ctx: w.Ctx, pool: w.Pool, kbs: w.KBs, lib: w.Lib, objs: w.Objs, ob: w.Outbox, kw: w.Keyword,
-		vec: w.Vectors, log: w.Log, kb: w.KB,
+	return &env{World: w,
 		parser: docparse.New(docparse.NewPDFTextLayer(), docparse.Options{OCREngine: docparse.EngineDisable})}
 }
 
 // handler builds doc-parse's handler over e, as functions/doc-parse does.
 func (e *env) handler(cfg parsedoc.Config) *parsedoc.Handler {
-	return parsedoc.New(e.kbs, e.ob, e.objs, nil, e.parser, e.kw, e.vec, nil, cfg, e.log)
+	return parsedoc.New(e.KBs, e.Outbox, e.Objs, nil, e.parser, e.Keyword, e.Vectors, nil, cfg, e.Log)
 }
 
 // upload stores content as an original and registers it as an uploaded file
 // of e's KB, as POST …/documents does.
 func (e *env) upload(t *testing.T, name, content string) kb.File {
 	t.Helper()
-	key := kb.UploadKey(e.kb.KBID, name, time.Now())
-	if _, err := e.objs.Put(e.ctx, key, strings.NewReader(content), int64(len(content)), ""); err != nil {
+	key := kb.UploadKey(e.KB.KBID, name, time.Now())
+	if _, err := e.Objs.Put(e.Ctx, key, strings.NewReader(content), int64(len(content)), ""); err != nil {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256([]byte(content))
 	var files []kb.File
-	err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+	err := e.Outbox.Tx(e.Ctx, e.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		files, err = e.kbs.AddFilesTx(e.ctx, tx, emit, e.kb.KBID, []kb.NewFile{{Filename: name, ObjectKey: key,
+		files, err = e.KBs.AddFilesTx(e.Ctx, tx, emit, e.KB.KBID, []kb.NewFile{{Filename: name, ObjectKey: key,
 			ContentHash: hex.EncodeToString(sum[:]), Size: int64(len(content)), CreatedBy: admin.UID,
 			Processing: kb.Processing{AutoIndex: true}}})
 		return err
@@ -100,7 +85,7 @@ func (e *env) events(t *testing.T, fileID string) []string {
 // object reads a stored object; ok is false when there is none.
 func (e *env) object(t *testing.T, key string) (string, bool) {
 	t.Helper()
-	rc, _, err := e.objs.Get(e.ctx, key)
+	rc, _, err := e.Objs.Get(e.Ctx, key)
 	if errors.Is(err, blob.ErrNotFound) {
 		return "", false
 	}

@@ -23,7 +23,7 @@ func TestUploadedParsesStoresMarkdownAndEmitsParsed(t *testing.T) {
 	e := newEnv(t)
 	f := e.upload(t, "tides.html", page)
 
-	if err := e.handler(parsedoc.Config{}).Uploaded(e.ctx, uploaded(f)); err != nil {
+	if err := e.handler(parsedoc.Config{}).Uploaded(e.Ctx, uploaded(f)); err != nil {
 		t.Fatalf("Uploaded: %v", err)
 	}
 	got := e.load(t, f.FileID)
@@ -58,14 +58,14 @@ func TestUploadedTwiceParsesOnce(t *testing.T) {
 	h := e.handler(parsedoc.Config{})
 
 	done := e.upload(t, "done.html", page)
-	if err := h.Uploaded(e.ctx, uploaded(done)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(done)); err != nil {
 		t.Fatal(err)
 	}
 	before := e.load(t, done.FileID)
 	if before.Status != kb.StatusParsed {
 		t.Fatalf("first delivery left %s, want parsed", before.Status)
 	}
-	if err := h.Uploaded(e.ctx, uploaded(done)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(done)); err != nil {
 		t.Fatalf("second delivery: %v", err)
 	}
 	if after := e.load(t, done.FileID); !after.UpdatedAt.Equal(before.UpdatedAt) || after.Status != kb.StatusParsed {
@@ -78,7 +78,7 @@ func TestUploadedTwiceParsesOnce(t *testing.T) {
 	e.exec(t, `UPDATE knowledge_files SET status = 'parsing', stage_started_at = clock_timestamp(), stage_attempts = 1
 		WHERE file_id = $1`, held.FileID)
 	before = e.load(t, held.FileID)
-	if err := h.Uploaded(e.ctx, uploaded(held)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(held)); err != nil {
 		t.Fatalf("delivery of a held file: %v", err)
 	}
 	after := e.load(t, held.FileID)
@@ -104,13 +104,13 @@ func TestUploadedBadInputEndsErrorParsingAndIsAcknowledged(t *testing.T) {
 		{"empty.md", ""},
 	} {
 		f := e.upload(t, c.name, c.content)
-		_, perr := e.parser.Parse(e.ctx, c.name, strings.NewReader(c.content), int64(len(c.content)))
+		_, perr := e.parser.Parse(e.Ctx, c.name, strings.NewReader(c.content), int64(len(c.content)))
 		fe, ok := failure.As(perr)
 		if !ok || !kb.Permanent(perr) {
 			t.Fatalf("%s: the parser's error %v is not a permanent coded failure; pick other bad input", c.name, perr)
 		}
 
-		if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+		if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 			t.Fatalf("%s: Uploaded = %v, want nil (acknowledged, not retried)", c.name, err)
 		}
 		got := e.load(t, f.FileID)
@@ -120,7 +120,7 @@ func TestUploadedBadInputEndsErrorParsingAndIsAcknowledged(t *testing.T) {
 		if got.StageAttempts != 1 || got.MarkdownKey != nil {
 			t.Errorf("%s: attempts %d, markdown %v; want one attempt and no Markdown", c.name, got.StageAttempts, got.MarkdownKey)
 		}
-		if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+		if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 			t.Fatalf("%s: redelivery: %v", c.name, err)
 		}
 		if again := e.load(t, f.FileID); again.Status != kb.StatusErrorParsing || again.StageAttempts != 1 {
@@ -137,16 +137,16 @@ func TestUploadedBadInputEndsErrorParsingAndIsAcknowledged(t *testing.T) {
 func TestUploadedPassingFaultIsRetriedThenGivesUp(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	h := parsedoc.New(e.kbs, e.ob, failingGets{e.objs}, nil, e.parser, e.kw, e.vec, nil, parsedoc.Config{MaxAttempts: 2}, e.log)
+	h := parsedoc.New(e.KBs, e.Outbox, failingGets{e.Objs}, nil, e.parser, e.Keyword, e.Vectors, nil, parsedoc.Config{MaxAttempts: 2}, e.Log)
 	f := e.upload(t, "flaky.html", page)
 
-	if err := h.Uploaded(e.ctx, uploaded(f)); !errors.Is(err, errStoreDown) {
+	if err := h.Uploaded(e.Ctx, uploaded(f)); !errors.Is(err, errStoreDown) {
 		t.Fatalf("first attempt = %v, want the fault returned for redelivery", err)
 	}
 	if got := e.load(t, f.FileID); got.Status != kb.StatusUploaded || got.StageAttempts != 1 || got.StageStartedAt != nil {
 		t.Fatalf("after a passing fault the file is %s/%d (stage %v); want uploaded/1, released", got.Status, got.StageAttempts, got.StageStartedAt)
 	}
-	if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 		t.Fatalf("last attempt = %v, want nil (acknowledged)", err)
 	}
 	got := e.load(t, f.FileID)
@@ -171,7 +171,7 @@ func TestUploadedTakesOverAStaleStage(t *testing.T) {
 			claimed = e.load(t, f.FileID)
 		}
 	}})
-	if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 		t.Fatal(err)
 	}
 	if claimed.Status != kb.StatusParsing || claimed.StageAttempts != 2 {
@@ -200,17 +200,17 @@ func TestUploadedFileDeletedMidStageIsCleanedUp(t *testing.T) {
 			return
 		}
 		_, written = e.object(t, key)
-		if _, err := e.lib.RemoveFiles(e.ctx, admin, f.KBID, []string{f.FileID}); err != nil {
+		if _, err := e.Lib.RemoveFiles(e.Ctx, admin, f.KBID, []string{f.FileID}); err != nil {
 			t.Errorf("delete the file mid-stage: %v", err)
 		}
 	}})
-	if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 		t.Fatalf("Uploaded = %v, want nil", err)
 	}
 	if !written {
 		t.Fatal("the stage had not written its Markdown when the file was deleted")
 	}
-	if _, err := e.kbs.LoadFile(e.ctx, f.FileID); !errors.Is(err, kb.ErrFileNotFound) {
+	if _, err := e.KBs.LoadFile(e.Ctx, f.FileID); !errors.Is(err, kb.ErrFileNotFound) {
 		t.Fatalf("file after deletion: %v", err)
 	}
 	if _, ok := e.object(t, key); ok {
@@ -231,11 +231,11 @@ func TestUploadedKBDeletedMidStageOwesItsPurge(t *testing.T) {
 	f := e.upload(t, "orphan.html", page)
 	h := e.handler(parsedoc.Config{Crash: func(point string) {
 		if point == "parse.before_commit" {
-			if _, err := e.lib.DeleteKB(e.ctx, admin, f.KBID); err != nil {
+			if _, err := e.Lib.DeleteKB(e.Ctx, admin, f.KBID); err != nil {
 				t.Errorf("delete the KB mid-stage: %v", err)
 			}
 			// Parsing writes after the purge (images of a slow parse).
-			if _, err := e.objs.Put(e.ctx, kb.ImageKey(f.KBID, f.FileID, 1, "late.png"), strings.NewReader("png"), 3, "image/png"); err != nil {
+			if _, err := e.Objs.Put(e.Ctx, kb.ImageKey(f.KBID, f.FileID, 1, "late.png"), strings.NewReader("png"), 3, "image/png"); err != nil {
 				t.Error(err)
 			}
 		}
@@ -243,16 +243,16 @@ func TestUploadedKBDeletedMidStageOwesItsPurge(t *testing.T) {
 	owed := func() int {
 		return e.count(t, `SELECT count(*) FROM knowledge_base_purges WHERE kb_id = $1`, f.KBID)
 	}
-	if err := h.Uploaded(e.ctx, uploaded(f)); err != nil {
+	if err := h.Uploaded(e.Ctx, uploaded(f)); err != nil {
 		t.Fatalf("Uploaded = %v, want nil", err)
 	}
 	if owed() != 1 {
 		t.Fatalf("the purge of the deleted KB is not owed again after the stage lost its file")
 	}
-	if _, err := e.kbs.PurgeDeleted(e.ctx, e.vec, e.objs, f.KBID); err != nil {
+	if _, err := e.KBs.PurgeDeleted(e.Ctx, e.Vectors, e.Objs, f.KBID); err != nil {
 		t.Fatal(err)
 	}
-	if list, err := e.objs.List(e.ctx, kb.ObjectPrefix(f.KBID)); err != nil || len(list) != 0 {
+	if list, err := e.Objs.List(e.Ctx, kb.ObjectPrefix(f.KBID)); err != nil || len(list) != 0 {
 		t.Errorf("objects left under the deleted KB: %v, %v", list, err)
 	}
 	if owed() != 0 {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,18 +12,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
-	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kb/kbtest"
-	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
-	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
 // env is one test's world (kbtest.World: its own database, a local object
@@ -32,17 +27,7 @@ import (
 // the offline builtin embedder. Events stay in the outbox table.
 type env struct {
 	*kbtest.World
-	ctx  context.Context
-	pool *pgxpool.Pool
-	kbs  *kb.Store
-	lib  *kb.Library
-	objs *blob.Local
-	ob   *outbox.Outbox
-	kw   *keyword.Index
-	vec  *vector.Postgres
-	em   *embedders
-	log  *slog.Logger
-	kb   kb.KB
+	em *embedders
 }
 
 var admin = kbtest.Admin
@@ -50,15 +35,14 @@ var admin = kbtest.Admin
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	w := kbtest.New(t, "kb-index-test", "index test")
-	return &env{World: w, ctx: w.Ctx, pool: w.Pool, kbs: w.KBs, lib: w.Lib, objs: w.Objs, ob: w.Outbox, kw: w.Keyword,
-		vec: w.Vectors, log: w.Log, kb: w.KB, em: &embedders{}}
+	return &env{World: w, em: &embedders{}}
 }
 
 func (e *env) createKB(t *testing.T, in kb.CreateInput) kb.KB { return e.CreateKB(t, in) }
 
 // handler builds kb-index's handler over e, as functions/kb-index does.
 func (e *env) handler(cfg indexdoc.Config) *indexdoc.Handler {
-	return indexdoc.New(e.kbs, e.objs, e.kw, e.vec, e.em, nil, cfg, e.log)
+	return indexdoc.New(e.KBs, e.Objs, e.Keyword, e.Vectors, e.em, nil, cfg, e.Log)
 }
 
 // parsed registers a file of kbID and takes it through the parse stage with
@@ -67,9 +51,9 @@ func (e *env) parsed(t *testing.T, kbID, name, md string) kb.File {
 	t.Helper()
 	sum := sha256.Sum256([]byte(md))
 	var files []kb.File
-	err := e.ob.Tx(e.ctx, e.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+	err := e.Outbox.Tx(e.Ctx, e.Pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		files, err = e.kbs.AddFilesTx(e.ctx, tx, emit, kbID, []kb.NewFile{{Filename: name,
+		files, err = e.KBs.AddFilesTx(e.Ctx, tx, emit, kbID, []kb.NewFile{{Filename: name,
 			ObjectKey: kb.UploadKey(kbID, name, time.Now()), ContentHash: hex.EncodeToString(sum[:]), Size: int64(len(md)),
 			CreatedBy: admin.UID, Processing: kb.Processing{AutoIndex: true}}})
 		return err
@@ -77,15 +61,15 @@ func (e *env) parsed(t *testing.T, kbID, name, md string) kb.File {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := e.kbs.ClaimParse(e.ctx, files[0].FileID, time.Minute)
+	f, err := e.KBs.ClaimParse(e.Ctx, files[0].FileID, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	key := kb.MarkdownKey(kbID, f.FileID)
-	if _, err := e.objs.Put(e.ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
+	if _, err := e.Objs.Put(e.Ctx, key, strings.NewReader(md), int64(len(md)), "text/markdown; charset=utf-8"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.lib.FinishParse(e.ctx, f, key, nil); err != nil {
+	if err := e.Lib.FinishParse(e.Ctx, f, key, nil); err != nil {
 		t.Fatal(err)
 	}
 	return e.load(t, f.FileID)
