@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/yuxi-serverless/yuxi/shared/netguard"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
 
@@ -98,9 +99,21 @@ type Config struct {
 	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
 	IngestConcurrency int
 
+	// OutboundAllow is YUXI_OUTBOUND_ALLOW: comma-separated CIDRs and
+	// host:port pairs the SSRF guard lets through although they are
+	// loopback, private or link-local (empty by default). Every outbound
+	// request a user or admin can point somewhere uses Outbound().
+	OutboundAllow netguard.Allow
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
+}
+
+// Outbound returns the SSRF guard for user-directed outbound HTTP, with the
+// configured allow-list; its Client() is the one client for such requests.
+func (c Config) Outbound() *netguard.Guard {
+	return netguard.New(netguard.Options{Allow: c.OutboundAllow, DialTimeout: 10 * time.Second})
 }
 
 // Load reads the configuration through getenv and validates it.
@@ -184,6 +197,9 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_INGEST_CONCURRENCY=%q: want an integer between 1 and 256", v)
 		}
 		c.IngestConcurrency = n
+	}
+	if c.OutboundAllow, err = netguard.ParseAllow(getenv("YUXI_OUTBOUND_ALLOW")); err != nil {
+		return c, err
 	}
 	c.MaxBodyBytes = 1 << 20
 	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {
