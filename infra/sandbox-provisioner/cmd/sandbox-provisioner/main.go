@@ -40,7 +40,9 @@ var backends = map[string]func(getenv func(string) string, execTimeout time.Dura
 	"bwrap": func(getenv func(string) string, execTimeout time.Duration, limits backend.Limits) (backend.Backend, error) {
 		return bwrap.New(bwrap.Config{ExecTimeout: execTimeout, Limits: limits, CgroupParent: getenv("SANDBOX_CGROUP_PARENT")})
 	},
-	"memory": func(func(string) string, time.Duration, backend.Limits) (backend.Backend, error) { return memory.New(), nil },
+	"memory": func(func(string) string, time.Duration, backend.Limits) (backend.Backend, error) {
+		return memory.New(), nil
+	},
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
@@ -141,7 +143,7 @@ func config(getenv func(string) string) (provisioner.Config, string, error) {
 	}
 	cfg.VolumeDir = getenv("SANDBOX_VOLUME_DIR")
 	if cfg.VolumeDir == "" {
-		cfg.VolumeDir = "saves"
+		cfg.VolumeDir = ".yuxi/sandbox"
 	}
 	cfg.SandboxOwner = volume.Owner{UID: -1, GID: -1}
 	if os.Geteuid() == 0 {
