@@ -230,6 +230,9 @@ type ExecRequest struct {
 	Workdir string            `json:"workdir,omitempty"` // default /home/gem/user-data/workspace
 	Timeout time.Duration     `json:"-"`                 // default and cap: the provisioner's SANDBOX_EXEC_TIMEOUT_SECONDS
 	Env     map[string]string `json:"env,omitempty"`     // per-call additions
+	// IdempotencyKey (a tool call id): the provisioner runs a key once and
+	// answers repeats with the first result (kept for an hour).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ExecResult is a finished command: output is stdout and stderr

@@ -105,8 +105,20 @@ type Provisioner struct {
 	files *volume.Files
 
 	mu    sync.Mutex
-	boxes map[string]*box // by sandbox id: every scope ensured since start
+	boxes map[string]*box  // by sandbox id: every scope ensured since start
+	calls map[string]*call // by sandbox id + idempotency key
 }
+
+// call is one keyed exec: done closes when res/err are set.
+type call struct {
+	done chan struct{}
+	res  ExecResult
+	err  error
+	at   time.Time
+}
+
+// callTTL is how long a keyed exec's result is kept.
+const callTTL = time.Hour
 
 type box struct {
 	spec     backend.Spec
@@ -122,7 +134,8 @@ func New(cfg Config, be backend.Backend) (*Provisioner, error) {
 		return nil, err
 	}
 	layout := volume.Layout{Root: cfg.VolumeDir, Owner: cfg.SandboxOwner}
-	return &Provisioner{cfg: cfg, be: be, files: &volume.Files{Layout: layout, MaxFile: cfg.MaxFileBytes}, boxes: map[string]*box{}}, nil
+	return &Provisioner{cfg: cfg, be: be, files: &volume.Files{Layout: layout, MaxFile: cfg.MaxFileBytes},
+		boxes: map[string]*box{}, calls: map[string]*call{}}, nil
 }
 
 // Config returns the validated configuration.
@@ -258,6 +271,12 @@ type ExecRequest struct {
 	Workdir        string            `json:"workdir,omitempty"`
 	TimeoutSeconds float64           `json:"timeout_seconds,omitempty"`
 	Env            map[string]string `json:"env,omitempty"`
+	// IdempotencyKey (a tool call id): a repeated request with the same key
+	// and sandbox gets the first one's result instead of running again (a
+	// repeat while the first runs waits for it). Results are kept for an
+	// hour, in memory: a command whose provisioner died with it ran to no
+	// result and runs again.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // ExecResult is the exec answer.
@@ -272,8 +291,45 @@ type ExecResult struct {
 var ErrBadRequest = errors.New("bad request")
 
 // Exec runs a command in a sandbox, recreating it first if the reaper
-// destroyed it. The timeout is capped by ExecTimeout.
+// destroyed it. The timeout is capped by ExecTimeout. A request with an
+// idempotency key runs at most once per key while its result is kept.
 func (p *Provisioner) Exec(ctx context.Context, id string, r ExecRequest) (ExecResult, error) {
+	if r.IdempotencyKey == "" {
+		return p.execOnce(ctx, id, r)
+	}
+	key := id + "\x00" + r.IdempotencyKey
+	p.mu.Lock()
+	for k, c := range p.calls {
+		if time.Since(c.at) > callTTL {
+			delete(p.calls, k)
+		}
+	}
+	c, seen := p.calls[key]
+	if !seen {
+		c = &call{done: make(chan struct{}), at: time.Now()}
+		p.calls[key] = c
+	}
+	p.mu.Unlock()
+	if seen {
+		select {
+		case <-c.done:
+			return c.res, c.err
+		case <-ctx.Done():
+			return ExecResult{}, ctx.Err()
+		}
+	}
+	c.res, c.err = p.execOnce(ctx, id, r)
+	if c.err != nil {
+		// Nothing ran to a result: a retry with the key may run it.
+		p.mu.Lock()
+		delete(p.calls, key)
+		p.mu.Unlock()
+	}
+	close(c.done)
+	return c.res, c.err
+}
+
+func (p *Provisioner) execOnce(ctx context.Context, id string, r ExecRequest) (ExecResult, error) {
 	if r.Command == "" || len(r.Command) > 1<<20 {
 		return ExecResult{}, fmt.Errorf("%w: command is empty or over 1 MiB", ErrBadRequest)
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -208,5 +210,26 @@ func TestFilesWithoutASandbox(t *testing.T) {
 	}
 	if created, _ := be.Counts(); created != 0 {
 		t.Fatalf("file calls started %d sandboxes", created)
+	}
+}
+
+// A keyed exec runs once: the repeat (a redelivered tool call) gets the
+// first result.
+func TestExecIdempotencyKey(t *testing.T) {
+	be := memory.New()
+	var runs atomic.Int32
+	be.Script = func(_ backend.Spec, r backend.ExecRequest) backend.ExecResult {
+		n := runs.Add(1)
+		return backend.ExecResult{Output: []byte(fmt.Sprintf("run %d", n))}
+	}
+	p, _ := newProvisioner(t, be)
+	ctx := context.Background()
+	sb, _ := p.Ensure(ctx, volume.Scope{UID: "alice", FileThread: "t1"}, nil)
+	a, _ := p.Exec(ctx, sb.ID, provisioner.ExecRequest{Command: "x", IdempotencyKey: "call_1"})
+	b, _ := p.Exec(ctx, sb.ID, provisioner.ExecRequest{Command: "x", IdempotencyKey: "call_1"})
+	c, _ := p.Exec(ctx, sb.ID, provisioner.ExecRequest{Command: "x", IdempotencyKey: "call_2"})
+	d, _ := p.Exec(ctx, sb.ID, provisioner.ExecRequest{Command: "x"})
+	if a.Output != "run 1" || b.Output != "run 1" || c.Output != "run 2" || d.Output != "run 3" {
+		t.Fatalf("outputs %q %q %q %q", a.Output, b.Output, c.Output, d.Output)
 	}
 }

@@ -165,13 +165,34 @@ func systemBinds() []string {
 	return args
 }
 
-// writeEtc writes the sandbox's passwd/group/hosts and picks the host /etc
-// entries programs need (dynamic linker cache, certificates, timezone,
-// alternatives); nothing else of the host's /etc is visible.
+// writeEtc builds the sandbox's /etc once, in the runtime dir: its own
+// passwd/group/hosts, plus copies of the host /etc entries programs need
+// (dynamic linker cache, certificates, timezone, alternatives, fonts…;
+// symlinks stay symlinks into /usr). Nothing else of the host's /etc is
+// visible, and one bind replaces dozens (each mount costs at every exec).
 func (b *Backend) writeEtc() error {
 	dir := filepath.Join(b.cfg.RuntimeDir, "etc")
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return err
+	}
+	names := []string{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
+		"ca-certificates.conf", "localtime", "timezone", "mime.types", "fonts", "magic", "magic.mime", "protocols", "services",
+		"python3", "gitconfig", "inputrc", "bash.bashrc", "profile", "environment", "papersize", "ImageMagick-6", "perl"}
+	if matches, _ := filepath.Glob("/etc/python3.*"); len(matches) > 0 {
+		for _, p := range matches {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	for _, name := range names {
+		if err := copyTree(filepath.Join("/etc", name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("sandbox /etc: %w", err)
+		}
 	}
 	files := map[string]string{
 		"passwd":        fmt.Sprintf("root:x:0:0:root:/root:/usr/sbin/nologin\ngem:x:%d:%d:gem:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n", backend.SandboxUID, backend.SandboxGID, backend.Home),
@@ -181,24 +202,48 @@ func (b *Backend) writeEtc() error {
 		"hostname":      "sandbox\n",
 	}
 	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
 			return err
 		}
-		b.etc = append(b.etc, "--ro-bind", p, "/etc/"+name)
 	}
-	for _, name := range []string{"ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "ssl", "ca-certificates",
-		"ca-certificates.conf", "localtime", "timezone", "mime.types", "fonts", "magic", "magic.mime", "protocols", "services",
-		"python3", "gitconfig", "inputrc", "bash.bashrc", "profile", "environment", "papersize", "ImageMagick-6", "perl"} {
-		p := filepath.Join("/etc", name)
-		if _, err := os.Stat(p); err == nil {
-			b.etc = append(b.etc, "--ro-bind", p, p)
-		}
+	b.etc = []string{"--ro-bind", dir, "/etc"}
+	return nil
+}
+
+// copyTree copies a file, a symlink (as a symlink) or a directory tree,
+// keeping only readable-by-others files (nothing private of the host).
+func copyTree(src, dst string) error {
+	fi, err := os.Lstat(src)
+	if err != nil {
+		return err
 	}
-	if matches, _ := filepath.Glob("/etc/python3.*"); len(matches) > 0 {
-		for _, p := range matches {
-			b.etc = append(b.etc, "--ro-bind", p, p)
+	switch {
+	case fi.Mode()&os.ModeSymlink != 0:
+		target, err := os.Readlink(src)
+		if err != nil {
+			return err
 		}
+		return os.Symlink(target, dst)
+	case fi.IsDir():
+		if err := os.Mkdir(dst, 0o755); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(src)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	case fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 && fi.Size() < 64<<20:
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
 	}
 	return nil
 }
@@ -316,7 +361,9 @@ func (b *Backend) Exec(ctx context.Context, id string, r backend.ExecRequest) (b
 	if err := b.cg.execGroup(id, filepath.Base(group)); err != nil {
 		return backend.ExecResult{}, fmt.Errorf("bwrap %s: exec group: %w", id, err)
 	}
-	defer b.cg.remove(group)
+	// The group goes once its last task is gone, off the reply path (rmdir
+	// fails while exiting tasks linger).
+	defer func() { go b.cg.remove(group) }()
 
 	// fds: 3 seccomp program, 4 info (bwrap writes), 5 block (bwrap reads).
 	filterR, err := pipeWith(b.filter)
@@ -360,11 +407,13 @@ func (b *Backend) Exec(ctx context.Context, id string, r backend.ExecRequest) (b
 		b.cg.kill(group)
 	}
 	// bwrap reports the sandbox's pid once its namespaces exist and then
-	// waits on the block fd: move both processes into the exec's group and
-	// set the rlimits before a line of the command runs.
+	// waits on the block fd: move that process (every process of the
+	// sandbox descends from it) into the exec's group before a line of the
+	// command runs. The outer bwrap only waits; it stays where it is (each
+	// cgroup v1 migration costs milliseconds).
 	child, err := readChildPid(infoR)
 	if err == nil {
-		err = b.cg.join(group, cmd.Process.Pid, child)
+		err = b.cg.join(group, child)
 	}
 	if err != nil {
 		killTree()
@@ -393,7 +442,6 @@ func (b *Backend) Exec(ctx context.Context, id string, r backend.ExecRequest) (b
 		<-done
 		return backend.ExecResult{}, ctx.Err()
 	}
-	b.cg.kill(group) // stragglers outside the pid namespace (none expected)
 	res.Output, res.Truncated = out.result()
 	res.ExitCode = cmd.ProcessState.ExitCode()
 	if res.TimedOut {
