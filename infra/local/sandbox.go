@@ -29,6 +29,10 @@ type SandboxConfig struct {
 	VolumeDir   string        // SANDBOX_VOLUME_DIR (default .yuxi/sandbox)
 	ExecTimeout time.Duration // SANDBOX_EXEC_TIMEOUT_SECONDS (180s)
 	IdleTimeout time.Duration // SANDBOX_IDLE_TIMEOUT_SECONDS (120s, at least exec + 30s)
+	// CgroupParent (SANDBOX_CGROUP_PARENT, default yuxi-sandboxes) holds
+	// the sandboxes' groups; the provisioner destroys every sandbox it
+	// finds there at start, so two provisioners (tests) need two parents.
+	CgroupParent string
 }
 
 // StartSandbox returns a client of the provisioner: the configured one, or
@@ -46,7 +50,7 @@ func StartSandbox(ctx context.Context, cfg SandboxConfig) (*sandbox.Client, erro
 	var be backend.Backend
 	switch cfg.Backend {
 	case "", "bwrap":
-		b, err := bwrap.New(bwrap.Config{ExecTimeout: cfg.ExecTimeout})
+		b, err := bwrap.New(bwrap.Config{ExecTimeout: cfg.ExecTimeout, CgroupParent: cfg.CgroupParent})
 		if err != nil {
 			return nil, fmt.Errorf("sandbox provisioner: %w (make sandbox-tools installs it)", err)
 		}

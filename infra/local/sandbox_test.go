@@ -21,7 +21,7 @@ func TestStartSandboxRunsCommandsOnBwrap(t *testing.T) {
 			_ = os.Chmod(d, fi.Mode().Perm()|0o011)
 		}
 	}
-	c, err := local.StartSandbox(ctx, local.SandboxConfig{VolumeDir: filepath.Join(dir, "volume")})
+	c, err := local.StartSandbox(ctx, local.SandboxConfig{VolumeDir: filepath.Join(dir, "volume"), CgroupParent: "yuxi-test-" + filepath.Base(filepath.Dir(dir))})
 	if err != nil {
 		t.Fatal(err)
 	}

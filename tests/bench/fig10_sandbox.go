@@ -45,7 +45,7 @@ func figSandbox(ctx context.Context, e *env, r *benchkit.Report) error {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c, err := local.StartSandbox(ctx, local.SandboxConfig{VolumeDir: filepath.Join(dir, "volume"), Backend: "bwrap"})
+	c, err := local.StartSandbox(ctx, local.SandboxConfig{VolumeDir: filepath.Join(dir, "volume"), Backend: "bwrap", CgroupParent: "yuxi-bench-" + filepath.Base(dir)})
 	if err != nil {
 		return err
 	}

@@ -74,5 +74,6 @@ func startSandbox(ctx context.Context, getenv func(string) string) (*sandbox.Cli
 		return nil, err
 	}
 	return local.StartSandbox(ctx, local.SandboxConfig{URL: getenv("SANDBOX_PROVISIONER_URL"), Token: getenv("SANDBOX_PROVISIONER_TOKEN"),
-		Backend: getenv("PROVISIONER_BACKEND"), VolumeDir: getenv("SANDBOX_VOLUME_DIR"), ExecTimeout: exec, IdleTimeout: idle})
+		Backend: getenv("PROVISIONER_BACKEND"), VolumeDir: getenv("SANDBOX_VOLUME_DIR"), ExecTimeout: exec, IdleTimeout: idle,
+		CgroupParent: getenv("SANDBOX_CGROUP_PARENT")})
 }
