@@ -22,11 +22,14 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
 .PHONY: sandbox-tools
-sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) when missing
-	@command -v bwrap >/dev/null 2>&1 || { \
+sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) and python3 for sandboxes when missing
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then \
 		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
-		echo "sandbox-tools: installing bubblewrap"; \
-		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq bubblewrap >/dev/null; }
+		echo "sandbox-tools: installing$$missing"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq$$missing >/dev/null; \
+	fi
 
 .PHONY: run
 run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)

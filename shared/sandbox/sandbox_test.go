@@ -2,99 +2,34 @@ package sandbox_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
-	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend/bwrap"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
-	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/volume"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 )
 
-const token = "sandbox-client-test-token-0123456789abcdef"
-
-type world struct {
-	volume  string
-	be      *bwrap.Backend
-	prov    *provisioner.Provisioner
-	handler atomic.Pointer[http.Handler] // the current provisioner process
-	srv     *httptest.Server
-	client  *sandbox.Client
-}
-
-func randHex() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+const token = provisionertest.Token
 
 // newWorld starts a real provisioner on the bwrap backend behind an HTTP
 // server, and a client of it.
-func newWorld(t *testing.T) *world {
-	t.Helper()
-	dir := t.TempDir()
-	for d := dir; d != "/"; d = filepath.Dir(d) { // the sandbox uid traverses to its binds
-		if fi, err := os.Stat(d); err == nil && fi.Mode().Perm()&0o001 == 0 {
-			_ = os.Chmod(d, fi.Mode().Perm()|0o011)
-		}
-	}
-	be, err := bwrap.New(bwrap.Config{CgroupParent: "yuxi-test-" + randHex()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{volume: filepath.Join(dir, "volume"), be: be}
-	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { (*w.handler.Load()).ServeHTTP(rw, r) }))
-	t.Cleanup(w.srv.Close)
-	w.start(t)
-	if w.client, err = sandbox.New(w.srv.URL, token, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ids, _ := be.List(context.Background())
-		for _, id := range ids {
-			_ = be.Destroy(context.Background(), id)
-		}
-		be.Close()
-	})
-	return w
-}
-
-func (w *world) start(t *testing.T) {
-	t.Helper()
-	owner := volume.Owner{UID: -1, GID: -1}
-	if os.Geteuid() == 0 {
-		owner = volume.Owner{UID: backend.SandboxUID, GID: backend.SandboxGID}
-	}
-	p, err := provisioner.New(provisioner.Config{Token: token, VolumeDir: w.volume, SandboxOwner: owner, ExecTimeout: 60 * time.Second,
-		GlobalEnv: map[string]string{"GLOBAL_ONE": "g", "SHARED": "global"}}, w.be)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	w.prov = p
-	h := p.Handler()
-	w.handler.Store(&h)
+func newWorld(t *testing.T) *provisionertest.World {
+	return provisionertest.Start(t, provisioner.Config{GlobalEnv: map[string]string{"GLOBAL_ONE": "g", "SHARED": "global"}})
 }
 
 func TestExecAndFilesThroughTheProvisioner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
-	c := w.client
+	c := w.Client
 	scope := sandbox.Scope{UID: "alice", FileThread: "thread-1"}
 	h, err := c.Health(ctx)
 	if err != nil || h.Backend != "bwrap" || h.IdleTimeout != 120 {
@@ -135,7 +70,7 @@ func TestExecAndFilesThroughTheProvisioner(t *testing.T) {
 		t.Fatalf("output cap: %d bytes truncated %v", len(res.Output), res.Truncated)
 	}
 	// A symlink the sandbox plants never makes the file API read outside.
-	res, _ = c.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "ln -s /etc/hostname ../outputs/host && ln -s " + w.volume + " ../outputs/vol && echo ok"})
+	res, _ = c.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "ln -s /etc/hostname ../outputs/host && ln -s " + w.Volume + " ../outputs/vol && echo ok"})
 	if res.Output != "ok\n" {
 		t.Fatalf("symlinks: %+v", res)
 	}
@@ -159,9 +94,9 @@ func TestSandboxCannotReachTheProvisioner(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.srv.URL, "http://"))
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(w.Server.URL, "http://"))
 	scope := sandbox.Scope{UID: "alice", FileThread: "t-net"}
-	res, err := w.client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "env; bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + "' 2>&1 && echo dial-ok || echo dial-failed"})
+	res, err := w.Client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "env; bash -c 'exec 3<>/dev/tcp/127.0.0.1/" + port + "' 2>&1 && echo dial-ok || echo dial-failed"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +109,7 @@ func TestWrongTokenRefused(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	ctx := context.Background()
-	bad, err := sandbox.New(w.srv.URL, strings.Repeat("z", 40), nil)
+	bad, err := sandbox.New(w.Server.URL, strings.Repeat("z", 40), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +117,7 @@ func TestWrongTokenRefused(t *testing.T) {
 	if fe, ok := failure.As(err); !ok || fe.Kind != failure.KindUnauthorized {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if _, err := sandbox.New(w.srv.URL, "short", nil); err == nil {
+	if _, err := sandbox.New(w.Server.URL, "short", nil); err == nil {
 		t.Fatal("a client with a short token was made")
 	}
 }
@@ -195,15 +130,15 @@ func TestProvisionerRestartKeepsFiles(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	scope := sandbox.Scope{UID: "alice", FileThread: "t-restart"}
-	res, err := w.client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "echo kept > ../outputs/k.txt"})
+	res, err := w.Client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "echo kept > ../outputs/k.txt"})
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("%+v %v", res, err)
 	}
-	w.start(t) // a new provisioner process on the same volume, backend and address
-	if ids, _ := w.be.List(ctx); len(ids) != 0 {
+	w.Restart(t) // a new provisioner process on the same volume, backend and address
+	if ids, _ := w.Backend.List(ctx); len(ids) != 0 {
 		t.Fatalf("after restart the old sandboxes are left: %v", ids)
 	}
-	res, err = w.client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "cat ../outputs/k.txt"})
+	res, err = w.Client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "cat ../outputs/k.txt"})
 	if err != nil || res.Output != "kept\n" {
 		t.Fatalf("after restart: %+v %v", res, err)
 	}
@@ -216,21 +151,21 @@ func TestProvisionerKilledMidExec(t *testing.T) {
 	w := newWorld(t)
 	ctx := context.Background()
 	scope := sandbox.Scope{UID: "alice", FileThread: "t-kill"}
-	if _, err := w.client.Ensure(ctx, scope, nil); err != nil {
+	if _, err := w.Client.Ensure(ctx, scope, nil); err != nil {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
 	go func() {
-		_, err := w.client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "echo started > ../outputs/s; sleep 50"})
+		_, err := w.Client.Exec(ctx, scope, nil, sandbox.ExecRequest{Command: "echo started > ../outputs/s; sleep 50"})
 		errc <- err
 	}()
 	for {
-		if _, err := os.Stat(filepath.Join(w.volume, "threads", "t-kill", "user-data", "outputs", "s")); err == nil {
+		if _, err := os.Stat(filepath.Join(w.Volume, "threads", "t-kill", "user-data", "outputs", "s")); err == nil {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.srv.CloseClientConnections()
+	w.Server.CloseClientConnections()
 	err := <-errc
 	if !sandbox.IsCode(err, "sandbox_unavailable") {
 		t.Fatalf("exec across a dead provisioner: %v", err)
