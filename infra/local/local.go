@@ -5,7 +5,7 @@
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
 // Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
-// May import: functions/*/<handler package>, shared/*, events, the CloudEvents SDK.
+// May import: functions/*/<handler package>, shared/*, infra/sandbox-provisioner/*, events, the CloudEvents SDK.
 package local
 
 import (
