@@ -21,6 +21,10 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+.PHONY: docker-engine
+docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (installs docker.io, busybox-static; starts a private dockerd)
+	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
+
 .PHONY: run
 run: services ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
@@ -30,7 +34,7 @@ run: services ## Run the whole platform in one process on PORT (default 5050)
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools docker-engine ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: bench-tools
