@@ -33,6 +33,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
 )
@@ -71,6 +72,9 @@ type Config struct {
 
 	HomeBytes int64   // size of the /home/gem and /tmp tmpfs (default 64 MiB each)
 	CPUs      float64 // CPU share (NanoCPUs; default 1)
+	// ExecTimeout bounds a command whose request sets no timeout (default
+	// 180 s, the original's SANDBOX_EXEC_TIMEOUT_SECONDS).
+	ExecTimeout time.Duration
 	// Defaults fills the Limits a Spec leaves zero.
 	Defaults backend.Limits
 }
@@ -113,6 +117,9 @@ func New(cfg Config) (*Backend, error) {
 	}
 	if cfg.HomeBytes <= 0 {
 		cfg.HomeBytes = 64 << 20
+	}
+	if cfg.ExecTimeout <= 0 {
+		cfg.ExecTimeout = 180 * time.Second
 	}
 	if cfg.CPUs <= 0 {
 		cfg.CPUs = 1

@@ -96,7 +96,7 @@ func (w *world) exec(id, cmd string, timeout time.Duration) backend.ExecResult {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := w.b.Exec(ctx, id, backend.ExecRequest{Command: cmd, Timeout: timeout})
+	res, err := w.b.Exec(ctx, id, backend.ExecRequest{Command: cmd, Timeout: timeout, Workdir: backend.UserDataDir})
 	if err != nil {
 		w.t.Fatalf("exec %q: %v", cmd, err)
 	}
@@ -169,7 +169,7 @@ func TestLifecycleReuseAndRestart(t *testing.T) {
 	if ids, _ := w.b.List(ctx); len(ids) != 0 {
 		t.Fatalf("after destroy list %v", ids)
 	}
-	if _, err := w.b.Exec(ctx, s.ID, backend.ExecRequest{Command: "true"}); !errors.Is(err, docker.ErrNotFound) {
+	if _, err := w.b.Exec(ctx, s.ID, backend.ExecRequest{Command: "true"}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("exec in destroyed sandbox: %v", err)
 	}
 	// Recreated on demand, the files are still there.
@@ -209,9 +209,14 @@ func TestExecOutputExitCodeAndCap(t *testing.T) {
 	if err != nil || res.ExitCode != 0 || len(res.Output) != 1000 || !res.Truncated || strings.Trim(string(res.Output), "a") != "" {
 		t.Fatalf("capped res exit %d len %d truncated %v, %v", res.ExitCode, len(res.Output), res.Truncated, err)
 	}
+	// The default directory is the workspace.
+	res, err = w.b.Exec(ctx, s.ID, backend.ExecRequest{Command: `pwd`})
+	if err != nil || string(res.Output) != backend.WorkspaceDir+"\n" {
+		t.Fatalf("default workdir %q, %v", res.Output, err)
+	}
 	// The default cap is the original's 262144 bytes.
 	res, err = w.b.Exec(ctx, s.ID, backend.ExecRequest{Command: `head -c 300000 /dev/zero`})
-	if err != nil || len(res.Output) != docker.DefaultMaxOutput || !res.Truncated {
+	if err != nil || len(res.Output) != backend.DefaultOutput || !res.Truncated {
 		t.Fatalf("default cap: len %d truncated %v, %v", len(res.Output), res.Truncated, err)
 	}
 }
@@ -389,7 +394,10 @@ func TestNoNetwork(t *testing.T) {
 // internal bridge network, labelled, with no route out.
 func TestInternalNetwork(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, func(c *docker.Config) { c.Network = docker.NetworkInternal; c.Prefix = "yuxi-sbtest-" + randHex(3) + "-" })
+	w := newWorld(t, func(c *docker.Config) {
+		c.Network = docker.NetworkInternal
+		c.Prefix = "yuxi-sbtest-" + randHex(3) + "-"
+	})
 	a := w.spec("sb-a", "u1", "ft1", "st1")
 	b := w.spec("sb-b", "u2", "ft2", "st2")
 	w.ensure(a)

@@ -18,12 +18,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
 )
 
-// DefaultMaxOutput caps an exec's output when the request sets no cap.
-const DefaultMaxOutput = 262144
-
-// DefaultWorkdir is where a command runs when the request names no directory.
-const DefaultWorkdir = "/home/gem/user-data"
-
 // Exec runs r.Command with /bin/sh -c in the sandbox as the sandbox user.
 // Output is stdout and stderr interleaved, capped at r.MaxOutput bytes
 // (Truncated set; the command keeps running to its end). When r.Timeout
@@ -51,11 +45,11 @@ func (b *Backend) exec(ctx context.Context, id string, r backend.ExecRequest) (b
 	name := b.ContainerName(id)
 	maxOut := r.MaxOutput
 	if maxOut <= 0 {
-		maxOut = DefaultMaxOutput
+		maxOut = backend.DefaultOutput
 	}
 	wd := r.Workdir
 	if wd == "" {
-		wd = DefaultWorkdir
+		wd = backend.WorkspaceDir
 	}
 	env := make([]string, 0, len(r.Env))
 	for k, v := range r.Env {
@@ -69,12 +63,17 @@ func (b *Backend) exec(ctx context.Context, id string, r backend.ExecRequest) (b
 		"AttachStdout": true,
 		"AttachStderr": true,
 		// One pipe for both streams, as in a terminal: stderr lines keep their place.
-		"Cmd":          []string{"/bin/sh", "-c", `exec /bin/sh -c "$1" 2>&1`, "sh", r.Command},
-		"Env":          env,
-		"WorkingDir":   wd,
-		"User":         strconv.Itoa(b.cfg.UID) + ":" + strconv.Itoa(b.cfg.GID),
-		"Privileged":   false,
+		"Cmd":        []string{"/bin/sh", "-c", `exec /bin/sh -c "$1" 2>&1`, "sh", r.Command},
+		"Env":        env,
+		"WorkingDir": wd,
+		"User":       strconv.Itoa(b.cfg.UID) + ":" + strconv.Itoa(b.cfg.GID),
+		"Privileged": false,
 	}, &created)
+	if errors.Is(err, ErrNotFound) || errors.Is(err, errConflict) {
+		// No such container, or it is stopped (reaped, or its engine
+		// restarted): the caller Ensures and retries.
+		return backend.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w: %w", id, backend.ErrNotFound, err)
+	}
 	if err != nil {
 		return backend.ExecResult{}, fmt.Errorf("exec in sandbox %s: %w", id, err)
 	}
@@ -82,8 +81,12 @@ func (b *Backend) exec(ctx context.Context, id string, r backend.ExecRequest) (b
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var timedOut atomic.Bool
-	if r.Timeout > 0 {
-		t := time.AfterFunc(r.Timeout, func() { timedOut.Store(true); cancel() })
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = b.cfg.ExecTimeout
+	}
+	{
+		t := time.AfterFunc(timeout, func() { timedOut.Store(true); cancel() })
 		defer t.Stop()
 	}
 	res := backend.ExecResult{ExitCode: -1}

@@ -2,9 +2,9 @@ package docker_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
