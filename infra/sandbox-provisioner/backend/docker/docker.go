@@ -14,7 +14,7 @@
 // Containers and networks carry labels, so List finds them again after a
 // provisioner restart and Destroy removes only what this provisioner made.
 //
-// Imported by: infra/sandbox-provisioner. May import: the standard library,
+// Imported by: the sandbox provisioner, which picks it by PROVISIONER_BACKEND. May import: the standard library,
 // infra/sandbox-provisioner/backend.
 package docker
 
