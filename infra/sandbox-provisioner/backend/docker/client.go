@@ -126,13 +126,18 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, in, 
 }
 
 // ImportImage creates image ref ("repo:tag") from a root file system tar
-// (POST /images/create?fromSrc=-, what `docker import` does).
-func (c *Client) ImportImage(ctx context.Context, ref string, rootfs io.Reader) error {
+// (POST /images/create?fromSrc=-, what `docker import` does), applying
+// Dockerfile instructions such as `ENTRYPOINT ["x"]` (docker import --change).
+func (c *Client) ImportImage(ctx context.Context, ref string, rootfs io.Reader, changes ...string) error {
 	repo, tag := ref, "latest"
 	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
 		repo, tag = ref[:i], ref[i+1:]
 	}
-	resp, err := c.request(ctx, http.MethodPost, "/images/create", url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}, rootfs, "application/x-tar")
+	q := url.Values{"fromSrc": {"-"}, "repo": {repo}, "tag": {tag}}
+	for _, ch := range changes {
+		q.Add("changes", ch)
+	}
+	resp, err := c.request(ctx, http.MethodPost, "/images/create", q, rootfs, "application/x-tar")
 	if err != nil {
 		return err
 	}
@@ -172,4 +177,13 @@ func jsonBody(v any) io.Reader {
 // "/containers/NAME/json") into out.
 func (c *Client) Get(ctx context.Context, path string, out any) error {
 	return c.do(ctx, http.MethodGet, path, nil, nil, out)
+}
+
+// Delete sends DELETE path (with force) and ignores a 404.
+func (c *Client) Delete(ctx context.Context, path string) error {
+	err := c.do(ctx, http.MethodDelete, path, url.Values{"force": {"1"}}, nil, nil)
+	if errors.Is(err, ErrNotFound) {
+		return nil
+	}
+	return err
 }

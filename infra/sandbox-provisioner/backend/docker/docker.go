@@ -10,7 +10,10 @@
 // sandbox needs no network at all: by default it has only a loopback
 // interface (NetworkMode "none"). NetworkInternal instead gives every
 // sandbox its own `internal: true` bridge network, joined only by the
-// provisioner's container, for images that serve an HTTP API of their own.
+// provisioner's container, for images that serve an HTTP API of their own;
+// it is weaker: the engine's iptables rules keep such networks apart, but
+// the host answers on each bridge's gateway address, so host services
+// listening on all interfaces are reachable from the sandbox.
 // Containers and networks carry labels, so List finds them again after a
 // provisioner restart and Destroy removes only what this provisioner made.
 //
@@ -342,11 +345,14 @@ func (b *Backend) createBody(s backend.Spec) (map[string]any, string, error) {
 	}
 	labels := map[string]string{LabelInstance: b.cfg.Instance, LabelID: s.ID}
 	body := map[string]any{
-		"Image":           b.cfg.Image,
-		"User":            user,
-		"Env":             env,
-		"WorkingDir":      "/home/gem",
-		"Cmd":             []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"},
+		"Image":      b.cfg.Image,
+		"User":       user,
+		"Env":        env,
+		"WorkingDir": "/home/gem",
+		// The image's own command (the kubernetes exec agent) is replaced:
+		// PID 1 is a keep-alive shell and commands come through exec.
+		"Entrypoint":      []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"},
+		"Cmd":             []string{},
 		"Labels":          labels,
 		"NetworkDisabled": b.cfg.Network == NetworkNone,
 		"HostConfig":      host,

@@ -1,6 +1,7 @@
 package docker_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -394,9 +396,18 @@ func TestNoNetwork(t *testing.T) {
 // internal bridge network, labelled, with no route out.
 func TestInternalNetwork(t *testing.T) {
 	t.Parallel()
+	// A stand-in for the provisioner's own container (on a network of its own).
+	prov := newWorld(t, func(c *docker.Config) {
+		c.Network = docker.NetworkInternal
+		c.Prefix = "yuxi-sbprov-" + randHex(3) + "-"
+	})
+	ps := prov.spec("provisioner", "p", "ftp", "stp")
+	prov.ensure(ps)
+	provName := prov.b.ContainerName(ps.ID)
 	w := newWorld(t, func(c *docker.Config) {
 		c.Network = docker.NetworkInternal
 		c.Prefix = "yuxi-sbtest-" + randHex(3) + "-"
+		c.ProvisionerContainer = provName
 	})
 	a := w.spec("sb-a", "u1", "ft1", "st1")
 	b := w.spec("sb-b", "u2", "ft2", "st2")
@@ -411,8 +422,24 @@ func TestInternalNetwork(t *testing.T) {
 	if err := getJSON(w, "/networks/"+w.b.ContainerName(a.ID), &n); err != nil {
 		t.Fatal(err)
 	}
-	if !n.Internal || n.Labels[docker.LabelID] != a.ID || len(n.Containers) != 1 {
+	if !n.Internal || n.Labels[docker.LabelID] != a.ID || len(n.Containers) != 2 {
 		t.Fatalf("network %+v", n)
+	}
+	names := []string{}
+	for _, c := range n.Containers {
+		names = append(names, c.Name)
+	}
+	sort.Strings(names)
+	want := []string{w.b.ContainerName(a.ID), provName}
+	sort.Strings(want)
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Fatalf("network members %v, want %v", names, want)
+	}
+	// The provisioner reaches the sandbox over it (here: an exec agent stand-in).
+	w.ok(a.ID, `(nc -l -p 8080 -e echo pong </dev/null >/dev/null 2>&1 &); sleep 0.3`)
+	ip := strings.Split(n.Containers[mustID(t, w, a.ID)].IPv4Address, "/")[0]
+	if got := prov.ok(ps.ID, `nc -w 3 `+ip+` 8080 </dev/null`); got != "pong\n" {
+		t.Fatalf("provisioner to sandbox: %q", got)
 	}
 	if got := w.ok(a.ID, `ls /sys/class/net | tr '\n' ' '`); got != "eth0 lo " {
 		t.Fatalf("interfaces %q", got)
@@ -422,8 +449,8 @@ func TestInternalNetwork(t *testing.T) {
 	// iptables, so this test checks the objects, not that isolation. The
 	// default NetworkNone mode is what the escape tests assert.
 	w.fails(a.ID, `nc -w 2 127.0.0.1 5432 </dev/null`)
-	if len(nb(t, w, b.ID)) != 1 {
-		t.Fatal("sandbox b is not alone on its network")
+	if len(nb(t, w, b.ID)) != 2 {
+		t.Fatal("sandbox b's network holds more than it and the provisioner")
 	}
 	ctx := context.Background()
 	if err := w.b.Destroy(ctx, a.ID); err != nil {
@@ -436,6 +463,13 @@ func TestInternalNetwork(t *testing.T) {
 	if fmt.Sprint(ids) != "[sb-b]" {
 		t.Fatalf("list %v", ids)
 	}
+	// The provisioner left a's network and still runs.
+	if got := prov.ok(ps.ID, `echo up`); got != "up\n" {
+		t.Fatal(got)
+	}
+	if len(nb(t, w, b.ID)) != 2 {
+		t.Fatal("b's network lost the provisioner")
+	}
 }
 
 func nb(t *testing.T, w *world, id string) map[string]any {
@@ -445,4 +479,40 @@ func nb(t *testing.T, w *world, id string) map[string]any {
 		t.Fatal(err)
 	}
 	return n.Containers
+}
+
+// TestImageCommandIsReplaced: an image whose entrypoint is something else
+// (the production image's exec agent) still becomes a working sandbox.
+func TestImageCommandIsReplaced(t *testing.T) {
+	t.Parallel()
+	host := dockertest.Engine(t)
+	rootfs, err := dockertest.BusyboxRootfs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := docker.NewClient(host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "yuxi-sandbox-test-entrypoint:" + randHex(4)
+	ctx := context.Background()
+	if err := c.ImportImage(ctx, ref, bytes.NewReader(rootfs), `ENTRYPOINT ["/bin/false"]`, `CMD ["--never"]`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Delete(context.Background(), "/images/"+ref) })
+	w := newWorld(t, func(cfg *docker.Config) { cfg.Image = ref })
+	s := w.spec("sb-ep", "u1", "ft1", "st1")
+	w.ensure(s)
+	if got := w.ok(s.ID, `echo up`); got != "up\n" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func mustID(t *testing.T, w *world, id string) string {
+	t.Helper()
+	var ci struct{ Id string }
+	if err := getJSON(w, "/containers/"+w.b.ContainerName(id)+"/json", &ci); err != nil {
+		t.Fatal(err)
+	}
+	return ci.Id
 }
