@@ -18,6 +18,7 @@ import (
 	"debug/elf"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,6 +56,7 @@ func Engine(t testing.TB) string {
 			return
 		}
 		engineHost = strings.TrimSpace(string(out))
+		sweep(engineHost)
 	})
 	if engineErr != nil {
 		if os.Getenv("CI") != "" {
@@ -63,6 +65,45 @@ func Engine(t testing.TB) string {
 		t.Skipf("no Docker Engine: %v", engineErr)
 	}
 	return engineHost
+}
+
+// sweep removes test sandboxes (instance label "test-…") left over for
+// more than an hour by test processes that were killed before cleanup.
+func sweep(host string) {
+	c, err := docker.NewClient(host)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	f := url.Values{"filters": {`{"label":["` + docker.LabelInstance + `"]}`}, "all": {"1"}}
+	var cs []struct {
+		ID      string `json:"Id"`
+		Created int64
+		Labels  map[string]string
+	}
+	if c.Get(ctx, "/containers/json?"+f.Encode(), &cs) != nil {
+		return
+	}
+	old := time.Now().Add(-time.Hour).Unix()
+	for _, ct := range cs {
+		if strings.HasPrefix(ct.Labels[docker.LabelInstance], "test-") && ct.Created < old {
+			_ = c.Delete(ctx, "/containers/"+ct.ID)
+		}
+	}
+	var ns []struct {
+		ID      string `json:"Id"`
+		Created time.Time
+		Labels  map[string]string
+	}
+	if c.Get(ctx, "/networks?"+url.Values{"filters": f["filters"]}.Encode(), &ns) != nil {
+		return
+	}
+	for _, n := range ns {
+		if strings.HasPrefix(n.Labels[docker.LabelInstance], "test-") && n.Created.Unix() < old {
+			_ = c.Delete(ctx, "/networks/"+n.ID)
+		}
+	}
 }
 
 // Image returns the reference of the sandbox test image in the engine at
