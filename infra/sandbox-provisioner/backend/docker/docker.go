@@ -59,8 +59,10 @@ type Config struct {
 	Host     string // Engine socket: unix:///var/run/docker.sock (default), a socket path, or tcp://host:port
 	Image    string // sandbox image (required)
 	Instance string // label value separating provisioners that share one engine (default "yuxi")
-	Prefix   string // container and network name prefix (default "yuxi-sandbox-")
-	UID, GID int    // sandbox user (default 1000:1000); 0 is refused
+	Prefix   string // container name prefix (default "yuxi-sandbox-")
+	// NetworkPrefix names the per-sandbox networks (default: Prefix).
+	NetworkPrefix string
+	UID, GID      int // sandbox user (default 1000:1000); 0 is refused
 
 	Network string // NetworkNone (default) or NetworkInternal
 	// ProvisionerContainer is joined to each sandbox network in
@@ -105,6 +107,9 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = "yuxi-sandbox-"
 	}
+	if cfg.NetworkPrefix == "" {
+		cfg.NetworkPrefix = cfg.Prefix
+	}
 	if cfg.UID == 0 && cfg.GID == 0 {
 		cfg.UID, cfg.GID = 1000, 1000
 	}
@@ -148,8 +153,13 @@ func (b *Backend) Ping(ctx context.Context) error { return b.c.Ping(ctx) }
 
 var unsafeName = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
 
-// ContainerName is the container (and network) name of sandbox id.
-func (b *Backend) ContainerName(id string) string {
+// ContainerName is the container name of sandbox id.
+func (b *Backend) ContainerName(id string) string { return b.cfg.Prefix + b.safeName(id) }
+
+// NetworkName is the internal network name of sandbox id.
+func (b *Backend) NetworkName(id string) string { return b.cfg.NetworkPrefix + b.safeName(id) }
+
+func (b *Backend) safeName(id string) string {
 	n := unsafeName.ReplaceAllString(id, "_")
 	if n != id || len(n) > 100 {
 		// Keep names unique when sanitising or truncating changed them.
@@ -159,7 +169,7 @@ func (b *Backend) ContainerName(id string) string {
 		}
 		n += "-" + hex.EncodeToString(sum[:6])
 	}
-	return b.cfg.Prefix + n
+	return n
 }
 
 type containerInfo struct {
@@ -254,9 +264,9 @@ func (b *Backend) limits(l backend.Limits) backend.Limits {
 
 // hostPath maps a path on the provisioner's volume to the engine host's path.
 func (b *Backend) hostPath(p string) (string, error) {
-	p = filepath.Clean(p)
-	if !filepath.IsAbs(p) {
-		return "", fmt.Errorf("mount source %q is not absolute", p)
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return "", fmt.Errorf("mount source %q: %w", p, err)
 	}
 	if b.cfg.VolumeRoot == "" {
 		return p, nil
@@ -314,7 +324,7 @@ func (b *Backend) createBody(s backend.Spec) (map[string]any, string, error) {
 	tmpfsOpts := fmt.Sprintf("rw,nosuid,nodev,size=%d,uid=%d,gid=%d,mode=0755", b.cfg.HomeBytes, b.cfg.UID, b.cfg.GID)
 	netMode := "none"
 	if b.cfg.Network == NetworkInternal {
-		netMode = b.ContainerName(s.ID)
+		netMode = b.NetworkName(s.ID)
 	}
 	host := map[string]any{
 		"NetworkMode":    netMode,
@@ -386,7 +396,7 @@ func (b *Backend) prepareSource(m backend.Mount) error {
 // ensureNetwork creates the sandbox's internal bridge network when missing
 // and joins the provisioner's container to it.
 func (b *Backend) ensureNetwork(ctx context.Context, id string) error {
-	name := b.ContainerName(id)
+	name := b.NetworkName(id)
 	err := b.c.do(ctx, http.MethodGet, "/networks/"+url.PathEscape(name), nil, nil, nil)
 	if errors.Is(err, ErrNotFound) {
 		err = b.c.do(ctx, http.MethodPost, "/networks/create", nil, map[string]any{
@@ -430,11 +440,10 @@ func (b *Backend) removeContainer(ctx context.Context, name string) error {
 // Destroy removes the sandbox's container (and its network); files on the
 // volume stay. Destroying an unknown sandbox is not an error.
 func (b *Backend) Destroy(ctx context.Context, id string) error {
-	name := b.ContainerName(id)
-	if err := b.removeContainer(ctx, name); err != nil {
+	if err := b.removeContainer(ctx, b.ContainerName(id)); err != nil {
 		return err
 	}
-	return b.removeNetwork(ctx, name)
+	return b.removeNetwork(ctx, b.NetworkName(id))
 }
 
 func (b *Backend) removeNetwork(ctx context.Context, name string) error {

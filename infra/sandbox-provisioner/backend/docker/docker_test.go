@@ -407,6 +407,7 @@ func TestInternalNetwork(t *testing.T) {
 	w := newWorld(t, func(c *docker.Config) {
 		c.Network = docker.NetworkInternal
 		c.Prefix = "yuxi-sbtest-" + randHex(3) + "-"
+		c.NetworkPrefix = "yuxi-sbnet-" + randHex(3) + "-"
 		c.ProvisionerContainer = provName
 	})
 	a := w.spec("sb-a", "u1", "ft1", "st1")
@@ -419,7 +420,7 @@ func TestInternalNetwork(t *testing.T) {
 		Containers map[string]struct{ Name, IPv4Address string }
 		IPAM       struct{ Config []struct{ Gateway string } }
 	}
-	if err := getJSON(w, "/networks/"+w.b.ContainerName(a.ID), &n); err != nil {
+	if err := getJSON(w, "/networks/"+w.b.NetworkName(a.ID), &n); err != nil {
 		t.Fatal(err)
 	}
 	if !n.Internal || n.Labels[docker.LabelID] != a.ID || len(n.Containers) != 2 {
@@ -456,7 +457,7 @@ func TestInternalNetwork(t *testing.T) {
 	if err := w.b.Destroy(ctx, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := getJSON(w, "/networks/"+w.b.ContainerName(a.ID), &n); !errors.Is(err, docker.ErrNotFound) {
+	if err := getJSON(w, "/networks/"+w.b.NetworkName(a.ID), &n); !errors.Is(err, docker.ErrNotFound) {
 		t.Fatalf("network after destroy: %v", err)
 	}
 	ids, _ := w.b.List(ctx)
@@ -475,7 +476,7 @@ func TestInternalNetwork(t *testing.T) {
 func nb(t *testing.T, w *world, id string) map[string]any {
 	t.Helper()
 	var n struct{ Containers map[string]any }
-	if err := getJSON(w, "/networks/"+w.b.ContainerName(id), &n); err != nil {
+	if err := getJSON(w, "/networks/"+w.b.NetworkName(id), &n); err != nil {
 		t.Fatal(err)
 	}
 	return n.Containers
@@ -515,4 +516,41 @@ func mustID(t *testing.T, w *world, id string) string {
 		t.Fatal(err)
 	}
 	return ci.Id
+}
+
+// TestVolumeRootTranslation: when the provisioner sees the volume at
+// another path than the Docker host (DOCKER_THREADS_HOST_PATH), mount
+// sources are handed to the engine under the host's path.
+func TestVolumeRootTranslation(t *testing.T) {
+	t.Parallel()
+	real := t.TempDir()
+	view := filepath.Join(t.TempDir(), "view")
+	if err := os.Symlink(real, view); err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, func(c *docker.Config) { c.VolumeRoot, c.HostVolumeRoot = view, real })
+	w.vol = view
+	s := w.spec("sb-translate", "u1", "ft1", "st1")
+	w.ensure(s)
+	w.ok(s.ID, `echo hi > outputs/x`)
+	var ci struct {
+		Mounts []struct{ Source, Destination string }
+	}
+	if err := getJSON(w, "/containers/"+w.b.ContainerName(s.ID)+"/json", &ci); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ci.Mounts {
+		if m.Destination == backend.OutputsDir && m.Source != filepath.Join(real, "threads/ft1/user-data/outputs") {
+			t.Fatalf("outputs mounted from %s", m.Source)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(real, "threads/ft1/user-data/outputs/x")); err != nil || string(b) != "hi\n" {
+		t.Fatalf("%q %v", b, err)
+	}
+	// A source outside the volume is refused.
+	s2 := w.spec("sb-outside", "u1", "ft2", "st1")
+	s2.Mounts[0].HostPath = t.TempDir()
+	if err := w.b.Ensure(context.Background(), s2); err == nil || !strings.Contains(err.Error(), "outside the volume") {
+		t.Fatalf("outside source: %v", err)
+	}
 }
