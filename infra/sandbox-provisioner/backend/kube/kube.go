@@ -21,6 +21,8 @@
 // outside it can reach a sandbox. Pod-level pids limits are a kubelet
 // setting (podPidsLimit), not part of the Pod; memory and CPU are the
 // container's limits; CPU time and file size are the agent's rlimits.
+// rbac.yaml (next to this file) is the Role the provisioner needs: get,
+// list, create and delete on those three kinds, no pods/exec.
 //
 // Imported by: the sandbox provisioner, which picks it by PROVISIONER_BACKEND. May import: the standard library,
 // infra/sandbox-provisioner/backend, infra/sandbox-provisioner/backend/kube/execagent.
@@ -226,9 +228,16 @@ func (b *Backend) limits(l backend.Limits) backend.Limits {
 // of THREAD_PVC, making the directory exist (owned by the sandbox uid when
 // writable and the provisioner is root: kubelet would make it root's).
 func (b *Backend) subPath(m backend.Mount) (string, error) {
-	p := filepath.Clean(m.HostPath)
-	rel, err := filepath.Rel(filepath.Clean(b.cfg.VolumeRoot), p)
-	if err != nil || !filepath.IsAbs(p) || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+	p, err := filepath.Abs(m.HostPath)
+	if err != nil {
+		return "", err
+	}
+	root, err := filepath.Abs(b.cfg.VolumeRoot)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
 		return "", fmt.Errorf("mount source %q is not under the volume %q", m.HostPath, b.cfg.VolumeRoot)
 	}
 	if err := os.MkdirAll(p, 0o755); err != nil {
