@@ -230,6 +230,11 @@ func (b *Backend) Ensure(ctx context.Context, s backend.Spec) error {
 		if errors.Is(err, errConflict) && attempt < 2 {
 			continue // a concurrent Ensure created it: reuse theirs
 		}
+		if errors.Is(err, ErrNotFound) {
+			// The backend never pulls (sandboxes must not depend on a
+			// registry at run time): the image is pulled or built beforehand.
+			return fmt.Errorf("create sandbox %s: image %s is not on the engine (pull or build it first): %w", s.ID, b.cfg.Image, err)
+		}
 		if err != nil {
 			return fmt.Errorf("create sandbox %s: %w", s.ID, err)
 		}

@@ -554,3 +554,15 @@ func TestVolumeRootTranslation(t *testing.T) {
 		t.Fatalf("outside source: %v", err)
 	}
 }
+
+func TestMissingImageIsAClearError(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, func(c *docker.Config) { c.Image = "yuxi-sandbox-absent:" + randHex(4) })
+	err := w.b.Ensure(context.Background(), w.spec("sb-noimage", "u1", "ft1", "st1"))
+	if err == nil || !strings.Contains(err.Error(), "is not on the engine") {
+		t.Fatalf("ensure with a missing image: %v", err)
+	}
+	if ids, _ := w.b.List(context.Background()); len(ids) != 0 {
+		t.Fatalf("list %v", ids)
+	}
+}
