@@ -36,6 +36,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
@@ -91,6 +92,13 @@ var defaultLimits = backend.Limits{MemoryBytes: 512 << 20, Pids: 256, CPUSeconds
 type Backend struct {
 	c   *Client
 	cfg Config
+
+	// adopted holds the containers this process has made or taken over.
+	// A running container met for the first time was left by an earlier
+	// life of the provisioner (restart, SIGKILL): commands that life
+	// started may still run, with nobody waiting for their output, so
+	// they are killed before the container is reused.
+	adopted sync.Map // container name -> struct{}
 }
 
 var _ backend.Backend = (*Backend)(nil)
@@ -211,7 +219,14 @@ func (b *Backend) Ensure(ctx context.Context, s backend.Spec) error {
 				}
 			}
 			if !ci.State.Running {
-				return b.start(ctx, name)
+				if err := b.start(ctx, name); err != nil {
+					return err
+				}
+				b.adopted.Store(name, struct{}{})
+				return nil
+			}
+			if _, mine := b.adopted.LoadOrStore(name, struct{}{}); !mine {
+				b.killAll(ctx, name)
 			}
 			return nil
 		case err == nil:
@@ -238,7 +253,11 @@ func (b *Backend) Ensure(ctx context.Context, s backend.Spec) error {
 		if err != nil {
 			return fmt.Errorf("create sandbox %s: %w", s.ID, err)
 		}
-		return b.start(ctx, name)
+		if err := b.start(ctx, name); err != nil {
+			return err
+		}
+		b.adopted.Store(name, struct{}{})
+		return nil
 	}
 }
 

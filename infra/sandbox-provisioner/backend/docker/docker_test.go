@@ -566,3 +566,67 @@ func TestMissingImageIsAClearError(t *testing.T) {
 		t.Fatalf("list %v", ids)
 	}
 }
+
+// TestRestartedProvisionerKillsOrphanedCommands: a command a previous
+// provisioner process started (and nobody waits for) does not survive the
+// new process taking the sandbox over; the sandbox's files do.
+func TestRestartedProvisionerKillsOrphanedCommands(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, nil)
+	s := w.spec("sb-orphan", "u1", "ft1", "st1")
+	w.ensure(s)
+	w.ok(s.ID, `echo kept > outputs/k`)
+	// The old provisioner starts a long command, then "dies": its request
+	// is abandoned without the cancellation cleanup a live process does.
+	started := make(chan struct{})
+	go func() {
+		close(started)
+		_, _ = w.b.Exec(context.Background(), s.ID, backend.ExecRequest{Command: `sleep 303`, Timeout: time.Hour})
+	}()
+	<-started
+	deadline := time.Now().Add(time.Minute)
+	for w.ok(s.ID, `ps -o args | grep -c '^sleep 303' || true`) != "1\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("the long command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b2, err := docker.New(docker.Config{Host: dockertest.Engine(t), Image: dockertest.Image(t, dockertest.Engine(t)), Instance: instanceOfID(t, w, s.ID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Ensure(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b2.Exec(context.Background(), s.ID, backend.ExecRequest{Command: `ps -o args | grep -c '^sleep 303' || true; cat ` + backend.OutputsDir + `/k`, Timeout: time.Minute})
+	if err != nil || string(res.Output) != "0\nkept\n" {
+		t.Fatalf("after takeover: %q %v", res.Output, err)
+	}
+	// Taking over once is enough: later Ensures leave running commands alone.
+	go func() {
+		_, _ = b2.Exec(context.Background(), s.ID, backend.ExecRequest{Command: `sleep 304`, Timeout: time.Hour})
+	}()
+	for w.ok(s.ID, `ps -o args | grep -c '^sleep 304' || true`) != "1\n" {
+		if time.Now().After(deadline) {
+			t.Fatal("the second long command never started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := b2.Ensure(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.ok(s.ID, `ps -o args | grep -c '^sleep 304' || true`); got != "1\n" {
+		t.Fatalf("a second Ensure killed a running command: %q", got)
+	}
+}
+
+func instanceOfID(t *testing.T, w *world, id string) string {
+	t.Helper()
+	var ci struct {
+		Config struct{ Labels map[string]string }
+	}
+	if err := getJSON(w, "/containers/"+w.b.ContainerName(id)+"/json", &ci); err != nil {
+		t.Fatal(err)
+	}
+	return ci.Config.Labels[docker.LabelInstance]
+}
