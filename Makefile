@@ -47,6 +47,17 @@ run: services sandbox-tools ## Run the whole platform in one process on PORT (de
 test: services tools sandbox-tools docker-engine ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
+.PHONY: fuzz
+FUZZTIME ?= 30s
+FUZZ_PKGS := ./functions/intake/intake
+fuzz: services ## Run every fuzz target for FUZZTIME each (default 30s; go test -fuzz takes one target per call)
+	@set -e; for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
 .PHONY: bench-tools
 bench-tools: ## Install the floors make bench measures against (pdftotext from poppler-utils, psql)
 	@missing=""; command -v pdftotext >/dev/null 2>&1 || missing="$$missing poppler-utils"; \
