@@ -132,7 +132,6 @@ func TestUserManagementStaysInTheDepartment(t *testing.T) {
 	wantCode(t, err, failure.KindUnprocessable, "invalid_username")
 }
 
-
 func TestDeleteUserRevokesKeysAndSessions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
