@@ -3,7 +3,7 @@
 // issuing RS256-signed ID tokens, and userinfo. Tests shape the next ID
 // token (wrong audience, wrong nonce, expired) to prove the client refuses it.
 //
-// Imported by: shared/oidc's tests.
+// Imported by: the tests of shared/oidc and functions/intake/intake.
 // May import: go-jose, the standard library.
 package oidctest
 
