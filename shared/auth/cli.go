@@ -122,7 +122,20 @@ func (s *Service) CreateCLISession(ctx context.Context, keyName *string) (CLISes
 	return CLISessionCreated{}, errors.New("create cli session: no free user code")
 }
 
-func normalizeUserCode(code string) string { return strings.ToUpper(strings.TrimSpace(code)) }
+// normalizeUserCode upper-cases a user code; anything that cannot be one
+// becomes "" (found nowhere).
+func normalizeUserCode(code string) string {
+	code = strings.ToUpper(strings.TrimSpace(code))
+	if len(code) != 9 || code[4] != '-' {
+		return ""
+	}
+	for i := range len(code) {
+		if i != 4 && !strings.ContainsRune(userCodeAlphabet, rune(code[i])) {
+			return ""
+		}
+	}
+	return code
+}
 
 type cliRow struct {
 	id             int64

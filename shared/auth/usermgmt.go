@@ -108,7 +108,7 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 	var username *string
 	if in.Username != nil {
 		n, err := normalizeUsername(*in.Username, "")
-		if err != nil || n == "" {
+		if err != nil || n == "" || strings.ContainsRune(n, 0) {
 			return User{}, failure.Unprocessable("invalid_username", "username must be 1 to %d characters", maxUsernameLen)
 		}
 		username = &n
@@ -262,8 +262,12 @@ func (s *Service) AccessOptions(ctx context.Context, actor Principal, skip, limi
 	return out, nil
 }
 
-// CheckUID reports whether uid is free (deleted users keep theirs).
+// CheckUID reports whether uid is free (deleted users keep theirs); a
+// string that is no valid uid is 422 invalid_uid.
 func (s *Service) CheckUID(ctx context.Context, uid string) (bool, error) {
+	if err := validateUID(uid); err != nil {
+		return false, err
+	}
 	var taken bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM users WHERE uid = $1)`, uid).Scan(&taken); err != nil {
 		return false, fmt.Errorf("check uid: %w", err)
@@ -320,7 +324,7 @@ func (s *Service) UpdateProfile(ctx context.Context, p Principal, in ProfileUpda
 	var username *string
 	if in.Username != nil {
 		n, err := normalizeUsername(*in.Username, "")
-		if err != nil || n == "" {
+		if err != nil || n == "" || strings.ContainsRune(n, 0) {
 			return User{}, failure.Unprocessable("invalid_username", "username must be 1 to %d characters", maxUsernameLen)
 		}
 		username = &n

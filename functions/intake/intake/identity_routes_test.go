@@ -343,6 +343,19 @@ func TestDepartmentAndUserRoutes(t *testing.T) {
 	if me := a.call("GET", "/api/auth/me", imp, "", ""); me.status != 401 {
 		t.Fatalf("impersonation token after deletion: %d", me.status)
 	}
+	// Bad input is a 4xx with a code, never a 500 (NUL cannot reach PostgreSQL).
+	for _, c := range []struct{ method, path, body string }{
+		{"PUT", "/api/auth/profile", `{"username": "a\u0000b"}`},
+		{"GET", "/api/auth/check-uid/a%00b", ""},
+		{"GET", "/api/auth/cli/sessions/AB%00C-DEFG", ""},
+		{"POST", "/api/departments", `{"name": "x\u0000", "admin_uid": "xx_admin", "admin_password": "long enough pw"}`},
+		{"PUT", "/api/departments/" + dept, `{"description": "\u0000"}`},
+		{"GET", "/api/auth/users/%ff", ""},
+	} {
+		if r := a.call(c.method, c.path, root, "", c.body); r.status < 400 || r.status >= 500 || r.errorCode() == "" {
+			t.Errorf("%s %s %s: %d %s, want a 4xx with a code", c.method, c.path, c.body, r.status, r.raw)
+		}
+	}
 	// Deleting the department moves its users to the default one.
 	if r := a.call("DELETE", "/api/departments/"+dept, root, "", ""); r.status != 200 || r.body["moved_users"] != float64(2) {
 		t.Fatalf("delete department: %d %s", r.status, r.raw)
