@@ -95,16 +95,19 @@ type userRow struct {
 	FailedCount  int
 	LockedUntil  *time.Time
 	IsDeleted    bool
+	TokenVersion int
 }
 
 const userSelect = `SELECT u.id, u.uid, u.username, u.phone_number, u.avatar, u.role, u.department_id, d.name,
-	u.created_at, u.last_login, u.password_hash, u.login_failed_count, u.login_locked_until, u.is_deleted
+	u.created_at, u.last_login, u.password_hash, u.login_failed_count, u.login_locked_until, u.is_deleted,
+	u.token_version
 	FROM users u LEFT JOIN departments d ON d.id = u.department_id `
 
 func scanUser(row pgx.Row) (userRow, error) {
 	var u userRow
 	err := row.Scan(&u.ID, &u.UID, &u.Username, &u.PhoneNumber, &u.Avatar, &u.Role, &u.DepartmentID, &u.DepartmentName,
-		&u.CreatedAt, &u.LastLogin, &u.PasswordHash, &u.FailedCount, &u.LockedUntil, &u.IsDeleted)
+		&u.CreatedAt, &u.LastLogin, &u.PasswordHash, &u.FailedCount, &u.LockedUntil, &u.IsDeleted,
+		&u.TokenVersion)
 	u.CreatedAt, u.LastLogin = u.CreatedAt.UTC(), utcPtr(u.LastLogin)
 	return u, err
 }
@@ -184,7 +187,7 @@ func (s *Service) Initialize(ctx context.Context, uid, password, username string
 	if err != nil {
 		return TokenResponse{}, fmt.Errorf("load new superadmin: %w", err)
 	}
-	tok, err := s.IssueToken(u.ID)
+	tok, err := s.issueToken(u, nil, "")
 	if err != nil {
 		return TokenResponse{}, err
 	}
@@ -273,7 +276,7 @@ func (s *Service) LoginFrom(ctx context.Context, login, password, client string)
 	if outcome != nil {
 		return TokenResponse{}, outcome
 	}
-	tok, err := s.IssueToken(u.ID)
+	tok, err := s.issueToken(u, nil, "")
 	if err != nil {
 		return TokenResponse{}, err
 	}

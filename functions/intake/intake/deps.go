@@ -12,12 +12,14 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 // Deps are the intake's collaborators, built by main.
@@ -48,6 +50,10 @@ type Deps struct {
 	ClientAddr clientaddr.Resolver
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
 	NotifyToken string
+	// Settings are users' own settings and images (nil: those routes answer 503).
+	Settings *usersettings.Store
+	// OIDC is single sign-on (nil or disabled: the OIDC routes say so).
+	OIDC *oidc.Service
 	// SSEHeartbeat and SSEMaxDuration tune the event streams (defaults 15s and 30 min).
 	SSEHeartbeat   time.Duration
 	SSEMaxDuration time.Duration
