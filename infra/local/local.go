@@ -126,7 +126,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
-		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
+		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
 		hub: hub, sweep: disp}, nil

@@ -37,6 +37,7 @@ const (
 	ManageKB     Check = "kb_manage"     // {kb_id} may be managed by the caller
 	NotifyToken  Check = "notify_token"  // the bucket-notification shared secret
 	AgentsInBody Check = "agent_in_body" // the agent (and thread) named in the body are the caller's
+	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -110,6 +111,12 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/thread/{thread_id}/requests", User, OwnThread, s.threadRequests},
 		{"POST", "/api/agent/thread/{thread_id}/requests/continue", User, OwnThread, s.continueRequests},
 		{"GET", "/api/agent/thread/{thread_id}/active_run", User, OwnThread, s.activeRun},
+
+		// Agents for other programs (routes_invoke.go), through the same intake.
+		{"POST", "/api/agent-invocation/agent-call/runs", User, AgentsInBody, s.agentCall},
+		{"POST", "/api/agent-invocation/agent-call/runs/result", User, RunInBody, s.agentCallResult},
+		{"POST", "/api/agent-invocation/channel/messages", User, AgentsInBody, s.channelMessage},
+		{"POST", "/api/agent-invocation/eval/runs", User, AgentsInBody, s.evalRun},
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
