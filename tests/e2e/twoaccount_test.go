@@ -303,6 +303,16 @@ func TestTwoAccountSuite(t *testing.T) {
 							"thread_id": threadID})
 					},
 				},
+				"POST /v1/chat/completions": {
+					func(c *testkit.Client) testkit.Response { // A's agent as the model
+						return c.Do("POST", "/v1/chat/completions", map[string]any{"model": agentID,
+							"messages": []map[string]any{{"role": "user", "content": "pwned"}}})
+					},
+					func(c *testkit.Client) testkit.Response { // A's thread
+						return c.DoWith("POST", "/v1/chat/completions", map[string]any{"model": "default-chatbot",
+							"messages": []map[string]any{{"role": "user", "content": "pwned"}}}, "X-Yuxi-Thread-Id", threadID)
+					},
+				},
 			}},
 		intake.RunInBody: {status: []int{404}, codeOK: refusalCode, callers: attackers,
 			call: map[string][]func(c *testkit.Client) testkit.Response{

@@ -117,6 +117,10 @@ func (s *Server) Routes() []Route {
 		{"POST", "/api/agent-invocation/agent-call/runs/result", User, RunInBody, s.agentCallResult},
 		{"POST", "/api/agent-invocation/channel/messages", User, AgentsInBody, s.channelMessage},
 		{"POST", "/api/agent-invocation/eval/runs", User, AgentsInBody, s.evalRun},
+
+		// OpenAI-compatible endpoint (routes_openai.go): agents as models.
+		{"GET", "/v1/models", User, NoCheck, s.v1Models},
+		{"POST", "/v1/chat/completions", User, AgentsInBody, s.v1ChatCompletions},
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
@@ -200,6 +204,9 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
 	}
 	mux.HandleFunc("/api/", notFound)
+	mux.HandleFunc(openAIPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
+	})
 	ext.HandleFunc("/", notFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, externalPrefix) {
@@ -215,9 +222,13 @@ func (s *Server) Handler() http.Handler {
 // can only be logged.
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeErr := writeError
+		if isOpenAIPath(rt.Path) {
+			writeErr = writeOpenAIError
+		}
 		p, err := s.authorize(r, rt.Access)
 		if err != nil {
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 			return
 		}
 		tw := &trackingWriter{ResponseWriter: w}
@@ -226,7 +237,7 @@ func (s *Server) serve(rt Route) http.Handler {
 				s.log.Warn("route failed after its answer started", "route", rt.Pattern(), "error", err)
 				return
 			}
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 		}
 	})
 }
