@@ -21,6 +21,20 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+# Test folders with a package.json + package-lock.json (npm ci installs them).
+NPM_DIRS := tests/e2e/openai-npm
+
+.PHONY: npm-deps
+npm-deps: ## Install the npm packages tests use (the official openai client), and Node.js when missing
+	@command -v npm >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "npm-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@for d in $(NPM_DIRS); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			(cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+
 .PHONY: run
 run: services ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
@@ -30,7 +44,7 @@ run: services ## Run the whole platform in one process on PORT (default 5050)
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: bench-tools
