@@ -37,7 +37,7 @@ npm-deps: ## Install the npm packages tests use (the official openai client), an
 
 .PHONY: run
 run: services ## Run the whole platform in one process on PORT (default 5050)
-	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
+	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
 # Every package runs under the race detector: the whole suite takes about 7
@@ -82,7 +82,8 @@ lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolat
 	$(GO) test -count=1 ./tests/manifests/
 
 .PHONY: build
-build: ## Build every function binary and the all-in-one runner into bin/
+build: ## Build every function binary, the all-in-one runner (yuxi-server) and the yuxi CLI into bin/
 	@mkdir -p bin
 	@for f in $(FUNCTIONS); do $(GO) build -o bin/$$f ./functions/$$f || exit 1; done
-	$(GO) build -o bin/yuxi ./infra/local/cmd/yuxi
+	$(GO) build -o bin/yuxi-server ./infra/local/cmd/yuxi-server
+	$(GO) build -o bin/yuxi ./infra/cli/cmd/yuxi

@@ -4,7 +4,7 @@
 // runs the outbox relay and the dispatcher's sweep on a timer, and serves the
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
-// Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
+// Imported by: infra/local/cmd/yuxi-server (main), tests and benchmarks.
 // May import: functions/*/<handler package>, shared/*, events, the CloudEvents SDK.
 package local
 
