@@ -13,16 +13,16 @@ import (
 
 // AgentCallInput is POST /api/agent-invocation/agent-call/runs.
 type AgentCallInput struct {
-	AgentSlug        string          `json:"agent_slug"`
-	Messages         []ChatMessage   `json:"messages"`
-	Stream           bool            `json:"stream"`
-	AgentCallMeta    map[string]any  `json:"agent_call_meta"`
-	ThreadID         string          `json:"thread_id"`
-	RequestID        string          `json:"request_id"`
-	ModelSpec        string          `json:"model_spec"`
-	ToolApprovalMode string          `json:"tool_approval_mode"`
-	AsyncMode        bool            `json:"async_mode"`
-	QueuePolicy      string          `json:"queue_policy"`
+	AgentSlug        string         `json:"agent_slug"`
+	Messages         []ChatMessage  `json:"messages"`
+	Stream           bool           `json:"stream"`
+	AgentCallMeta    map[string]any `json:"agent_call_meta"`
+	ThreadID         string         `json:"thread_id"`
+	RequestID        string         `json:"request_id"`
+	ModelSpec        string         `json:"model_spec"`
+	ToolApprovalMode string         `json:"tool_approval_mode"`
+	AsyncMode        bool           `json:"async_mode"`
+	QueuePolicy      string         `json:"queue_policy"`
 }
 
 // CallResult is the agent-call answer, the original's OpenAI-ish shape:

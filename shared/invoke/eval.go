@@ -13,9 +13,9 @@ import (
 
 // EvalInput is POST /api/agent-invocation/eval/runs: one evaluation sample.
 type EvalInput struct {
-	Query      string  `json:"query"`
-	AgentSlug  string  `json:"agent_slug"`
-	ThreadID   string  `json:"thread_id"`
+	Query      string `json:"query"`
+	AgentSlug  string `json:"agent_slug"`
+	ThreadID   string `json:"thread_id"`
 	Evaluation struct {
 		DatasetName    *string `json:"dataset_name"`
 		DatasetItemID  *string `json:"dataset_item_id"`
