@@ -35,16 +35,30 @@ sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) a
 docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (installs docker.io, busybox-static; starts a private dockerd)
 	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
 
+# Test folders with a package.json + package-lock.json (npm ci installs them).
+NPM_DIRS := tests/e2e/openai-npm
+
+.PHONY: npm-deps
+npm-deps: ## Install the npm packages tests use (the official openai client), and Node.js when missing
+	@command -v npm >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "npm-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@for d in $(NPM_DIRS); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			(cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+
 .PHONY: run
 run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
-	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
+	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
 # Every package runs under the race detector: the whole suite takes about 7
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools sandbox-tools docker-engine ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: fuzz
@@ -93,7 +107,8 @@ lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolat
 	$(GO) test -count=1 ./tests/manifests/
 
 .PHONY: build
-build: ## Build every function binary and the all-in-one runner into bin/
+build: ## Build every function binary, the all-in-one runner (yuxi-server) and the yuxi CLI into bin/
 	@mkdir -p bin
 	@for f in $(FUNCTIONS); do $(GO) build -o bin/$$f ./functions/$$f || exit 1; done
-	$(GO) build -o bin/yuxi ./infra/local/cmd/yuxi
+	$(GO) build -o bin/yuxi-server ./infra/local/cmd/yuxi-server
+	$(GO) build -o bin/yuxi ./infra/cli/cmd/yuxi

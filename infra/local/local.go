@@ -4,7 +4,7 @@
 // runs the outbox relay and the dispatcher's sweep on a timer, and serves the
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
-// Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
+// Imported by: infra/local/cmd/yuxi-server (main), tests and benchmarks.
 // May import: functions/*/<handler package>, shared/*, infra/sandbox-provisioner/*, events, the CloudEvents SDK.
 package local
 
@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
-		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
+		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},

@@ -68,6 +68,7 @@ type Config struct {
 	SweepStale         time.Duration // YUXI_SWEEP_STALE (default 10m)
 	ToolTimeout        time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
 	SSEHeartbeat       time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
+	SyncWait           time.Duration // YUXI_SYNC_WAIT (default 300s): bound of the blocking invocation routes (agent-call sync, eval/runs, non-streaming /v1/chat/completions); 504 past it, the run goes on
 	SSEMaxDuration     time.Duration // YUXI_SSE_MAX_DURATION (default 30m): an SSE response ends after it; clients resume with Last-Event-ID. Keep it below the request timeout
 	MaxBodyBytes       int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
 	DBMaxConns         int32         // YUXI_DB_MAX_CONNS (default 20): the pool size of each process
@@ -179,6 +180,7 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		{"YUXI_TOOL_TIMEOUT", &c.ToolTimeout, 5 * time.Minute},
 		{"YUXI_SSE_HEARTBEAT", &c.SSEHeartbeat, 15 * time.Second},
 		{"YUXI_SSE_MAX_DURATION", &c.SSEMaxDuration, 30 * time.Minute},
+		{"YUXI_SYNC_WAIT", &c.SyncWait, 300 * time.Second},
 		{"YUXI_FILE_LEASE", &c.FileLease, 15 * time.Minute},
 		{"YUXI_FILE_GRACE", &c.FileGrace, 2 * time.Minute},
 	}

@@ -395,3 +395,33 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 func pendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
 	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
 }
+
+// ToolStat counts one tool's calls in a run.
+type ToolStat struct {
+	Name        string `json:"name"`
+	CallCount   int    `json:"call_count"`
+	ErrorCount  int    `json:"error_count"`
+	Interrupted int    `json:"-"`
+}
+
+// ToolStats counts run id's tool calls per tool (name order): the
+// trajectory an evaluation reads, kept in PostgreSQL after the run's event
+// stream has expired.
+func (s *Store) ToolStats(ctx context.Context, runID string) ([]ToolStat, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tool_name, count(*), count(*) FILTER (WHERE status = 'error'),
+		count(*) FILTER (WHERE status = 'interrupted')
+		FROM tool_calls WHERE run_id = $1 GROUP BY tool_name ORDER BY tool_name`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []ToolStat{}
+	for rows.Next() {
+		var t ToolStat
+		if err := rows.Scan(&t.Name, &t.CallCount, &t.ErrorCount, &t.Interrupted); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

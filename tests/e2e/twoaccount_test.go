@@ -303,6 +303,51 @@ func TestTwoAccountSuite(t *testing.T) {
 							"resume": map[string]any{"answer": "pwned"}, "created_by_run_id": runID})
 					},
 				},
+				"POST /api/agent-invocation/agent-call/runs": {
+					func(c *testkit.Client) testkit.Response { // A's agent
+						return c.Do("POST", "/api/agent-invocation/agent-call/runs", map[string]any{"agent_slug": agentID, "async_mode": true,
+							"messages": []map[string]any{{"role": "user", "content": "pwned"}}})
+					},
+					func(c *testkit.Client) testkit.Response { // A's thread
+						return c.Do("POST", "/api/agent-invocation/agent-call/runs", map[string]any{"agent_slug": "default-chatbot", "async_mode": true,
+							"thread_id": threadID, "messages": []map[string]any{{"role": "user", "content": "pwned"}}})
+					},
+				},
+				"POST /api/agent-invocation/channel/messages": {
+					func(c *testkit.Client) testkit.Response { // A's agent
+						return c.Do("POST", "/api/agent-invocation/channel/messages", map[string]any{"agent_slug": agentID, "chat_id": "c1",
+							"message": map[string]any{"text": "pwned"}})
+					},
+					func(c *testkit.Client) testkit.Response { // A's thread, and its state
+						return c.Do("POST", "/api/agent-invocation/channel/messages", map[string]any{"agent_slug": "default-chatbot",
+							"thread_id": threadID, "message": map[string]any{"text": "/state"}})
+					},
+				},
+				"POST /api/agent-invocation/eval/runs": {
+					func(c *testkit.Client) testkit.Response { // A's agent
+						return c.Do("POST", "/api/agent-invocation/eval/runs", map[string]any{"agent_slug": agentID, "query": "pwned"})
+					},
+					func(c *testkit.Client) testkit.Response { // A's thread
+						return c.Do("POST", "/api/agent-invocation/eval/runs", map[string]any{"agent_slug": "default-chatbot", "query": "pwned",
+							"thread_id": threadID})
+					},
+				},
+				"POST /v1/chat/completions": {
+					func(c *testkit.Client) testkit.Response { // A's agent as the model
+						return c.Do("POST", "/v1/chat/completions", map[string]any{"model": agentID,
+							"messages": []map[string]any{{"role": "user", "content": "pwned"}}})
+					},
+					func(c *testkit.Client) testkit.Response { // A's thread
+						return c.DoWith("POST", "/v1/chat/completions", map[string]any{"model": "default-chatbot",
+							"messages": []map[string]any{{"role": "user", "content": "pwned"}}}, "X-Yuxi-Thread-Id", threadID)
+					},
+				},
+			}},
+		intake.RunInBody: {status: []int{404}, codeOK: refusalCode, callers: attackers,
+			call: map[string][]func(c *testkit.Client) testkit.Response{
+				"POST /api/agent-invocation/agent-call/runs/result": {func(c *testkit.Client) testkit.Response {
+					return c.Do("POST", "/api/agent-invocation/agent-call/runs/result", map[string]any{"run_id": runID})
+				}},
 			}},
 	}
 
@@ -439,7 +484,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		walked[rt.Check]++
 		reqs := f.call[rt.Pattern()]
 		if len(reqs) == 0 {
-			if rt.Check == intake.NotifyToken || rt.Check == intake.AgentsInBody {
+			if rt.Check == intake.NotifyToken || rt.Check == intake.AgentsInBody || rt.Check == intake.RunInBody {
 				t.Errorf("route %s: check %s needs a request of its own in the fixture", rt.Pattern(), rt.Check)
 				continue
 			}

@@ -140,7 +140,7 @@ type buildResult struct {
 	err  error
 }
 
-// Build compiles a main package (e.g. "./infra/local/cmd/yuxi") once per test
+// Build compiles a main package (e.g. "./infra/local/cmd/yuxi-server") once per test
 // binary and returns the executable's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()

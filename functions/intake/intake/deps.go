@@ -57,6 +57,9 @@ type Deps struct {
 	// SSEHeartbeat and SSEMaxDuration tune the event streams (defaults 15s and 30 min).
 	SSEHeartbeat   time.Duration
 	SSEMaxDuration time.Duration
+	// SyncWait bounds the blocking invocation routes (agent-call sync,
+	// eval/runs, non-streaming /v1/chat/completions); default 300s.
+	SyncWait time.Duration
 }
 
 // MarkdownParser parses a document to Markdown.

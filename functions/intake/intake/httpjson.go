@@ -38,6 +38,7 @@ var kindStatus = map[failure.Kind]int{
 	failure.KindTooMany:          http.StatusTooManyRequests,
 	failure.KindUnavailable:      http.StatusServiceUnavailable,
 	failure.KindUnsupportedMedia: http.StatusUnsupportedMediaType,
+	failure.KindTimeout:          http.StatusGatewayTimeout,
 }
 
 // writeError maps err to a status once, here at the edge. Errors without a

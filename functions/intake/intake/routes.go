@@ -40,6 +40,7 @@ const (
 	ManageUser   Check = "user_manage"   // {user_id} is managed by the caller (an admin: users of its department)
 	Superadmin   Check = "superadmin"    // only the superadmin reaches it (the role check is the resource check)
 	CLISession   Check = "cli_session"   // {user_code} is a pending CLI login or one the caller approved
+	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -151,6 +152,16 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/thread/{thread_id}/requests", User, OwnThread, s.threadRequests},
 		{"POST", "/api/agent/thread/{thread_id}/requests/continue", User, OwnThread, s.continueRequests},
 		{"GET", "/api/agent/thread/{thread_id}/active_run", User, OwnThread, s.activeRun},
+
+		// Agents for other programs (routes_invoke.go), through the same intake.
+		{"POST", "/api/agent-invocation/agent-call/runs", User, AgentsInBody, s.agentCall},
+		{"POST", "/api/agent-invocation/agent-call/runs/result", User, RunInBody, s.agentCallResult},
+		{"POST", "/api/agent-invocation/channel/messages", User, AgentsInBody, s.channelMessage},
+		{"POST", "/api/agent-invocation/eval/runs", User, AgentsInBody, s.evalRun},
+
+		// OpenAI-compatible endpoint (routes_openai.go): agents as models.
+		{"GET", "/v1/models", User, NoCheck, s.v1Models},
+		{"POST", "/v1/chat/completions", User, AgentsInBody, s.v1ChatCompletions},
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
@@ -234,6 +245,9 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
 	}
 	mux.HandleFunc("/api/", notFound)
+	mux.HandleFunc(openAIPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
+	})
 	ext.HandleFunc("/", notFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := refuseUncleanPath(r); err != nil {
@@ -253,6 +267,10 @@ func (s *Server) Handler() http.Handler {
 // can only be logged.
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeErr := writeError
+		if isOpenAIPath(rt.Path) {
+			writeErr = writeOpenAIError
+		}
 		p, err := s.authorize(r, rt.Access)
 		if err == nil {
 			err = checkPathParams(r, rt.Path)
@@ -261,7 +279,7 @@ func (s *Server) serve(rt Route) http.Handler {
 			err = checkQuery(r)
 		}
 		if err != nil {
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 			return
 		}
 		tw := &trackingWriter{ResponseWriter: w}
@@ -270,7 +288,7 @@ func (s *Server) serve(rt Route) http.Handler {
 				s.log.Warn("route failed after its answer started", "route", rt.Pattern(), "error", err)
 				return
 			}
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 		}
 	})
 }

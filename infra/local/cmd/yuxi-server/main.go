@@ -1,4 +1,4 @@
-// Command yuxi runs the whole platform in one process on the embedded
+// Command yuxi-server runs the whole platform in one process on the embedded
 // defaults (PostgreSQL + Redis): `make run`.
 package main
 
@@ -21,7 +21,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Getenv, os.Environ()); err != nil {
-		fmt.Fprintln(os.Stderr, "yuxi:", err)
+		fmt.Fprintln(os.Stderr, "yuxi-server:", err)
 		os.Exit(1)
 	}
 }
