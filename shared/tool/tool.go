@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Spec describes a tool.
@@ -113,4 +114,17 @@ func (r *Registry) Visible(configured []string) []Spec {
 		}
 	}
 	return out
+}
+
+// JSON encodes a tool result for the model: compact, and without Go's HTML
+// escaping, so a passage's "<", ">" and "&" reach the model as written (not
+// as \u003c, \u003e, \u0026, which cost tokens and garble quoted text).
+func JSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
 }

@@ -22,7 +22,10 @@ import (
 )
 
 const (
-	kbVacationText = "# Vacation policy\n\nEmployees get 25 days of paid vacation per year.\nUnused days expire at the end of March.\n"
+	kbVacationText = "# Vacation policy\n\nEmployees get 25 days of paid vacation per year.\nUnused days expire at the end of March.\n" + kbVacationRule + "\n"
+	// kbVacationRule must reach the model verbatim: tool results are JSON
+	// without HTML escaping (no \u003e for ">").
+	kbVacationRule = "Carry-over needs a rating > 0.8 & fewer than <5> open days."
 	kbExpensesText = "# Expenses\n\nExpense reports are due within 30 days.\nMeals abroad are reimbursed up to 60 euros per day.\n"
 	kbSalariesText = "# Salaries\n\nThe salary bands are confidential and reviewed every April.\n"
 	kbBudgetText   = "# Budget\n\nThe travel budget for the year is 120000 euros.\n"
@@ -213,6 +216,12 @@ func TestKnowledgeAgentQueriesAndCitesItsSource(t *testing.T) {
 
 	// The tool result the model read: SearchOutputSchema with the right chunk.
 	res := testkit.ToolMessages(reqs[1])["call_kb_1"]
+	if !strings.Contains(res, kbVacationRule) || strings.Contains(res, `\u003`) || strings.Contains(res, `\u0026`) {
+		t.Errorf("the passage with <, > and & did not reach the model verbatim: %s", res)
+	}
+	if strings.Contains(res, "\n  ") || strings.HasSuffix(res, "\n") {
+		t.Errorf("tool result is not compact JSON: %q", res)
+	}
 	var out struct {
 		KBID    string           `json:"kb_id"`
 		Results []map[string]any `json:"results"`
