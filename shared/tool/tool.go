@@ -128,3 +128,55 @@ func JSON(v any) (string, error) {
 	}
 	return strings.TrimSuffix(b.String(), "\n"), nil
 }
+
+// Listing is a tool as GET /api/system/tools shows it (the original's
+// tool_router rows): slug is the stable tool name the model calls, name the
+// display name people read.
+type Listing struct {
+	ID          string          `json:"id"`
+	Slug        string          `json:"slug"`
+	Name        string          `json:"name"`
+	DisplayName string          `json:"display_name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category"`
+	Tags        []string        `json:"tags"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ListingOption is one entry of GET /api/system/tools/options (a UI drop-down).
+type ListingOption struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// Listings returns the registered tools of a category ("" for all), sorted
+// by slug.
+func (r *Registry) Listings(category string) []Listing {
+	out := []Listing{}
+	for _, s := range r.Specs() {
+		if category != "" && s.Category != category {
+			continue
+		}
+		display := s.DisplayName
+		if display == "" {
+			display = s.Name
+		}
+		tags := s.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		out = append(out, Listing{ID: s.Name, Slug: s.Name, Name: display, DisplayName: display, Description: s.Description,
+			Category: s.Category, Tags: tags, Parameters: s.Parameters})
+	}
+	return out
+}
+
+// Options returns every tool as {label: display name, value: slug}.
+func (r *Registry) Options() []ListingOption {
+	ls := r.Listings("")
+	out := make([]ListingOption, len(ls))
+	for i, l := range ls {
+		out[i] = ListingOption{Label: l.Name, Value: l.Slug}
+	}
+	return out
+}

@@ -592,30 +592,60 @@ func TestKnowledgeToolsAreRegistered(t *testing.T) {
 	t.Parallel()
 	p := testkit.StartLocal(t, nil)
 	user := p.Admin.NewUser("bob")
+	type listing struct {
+		Slug        string          `json:"slug"`
+		Name        string          `json:"name"`
+		DisplayName string          `json:"display_name"`
+		Category    string          `json:"category"`
+		Tags        []string        `json:"tags"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
 	var out struct {
-		Tools []struct {
-			Name        string          `json:"name"`
-			DisplayName string          `json:"display_name"`
-			Category    string          `json:"category"`
-			Tags        []string        `json:"tags"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		} `json:"tools"`
+		Success bool      `json:"success"`
+		Data    []listing `json:"data"`
 	}
 	user.Do("GET", "/api/system/tools", nil).Decode(t, &out)
 	found := map[string]bool{}
-	for _, tl := range out.Tools {
-		switch tl.Name {
+	for _, tl := range out.Data {
+		switch tl.Slug {
 		case "list_kbs", "query_kb", "find_kb_document", "open_kb_document", "search_file":
-			found[tl.Name] = true
+			found[tl.Slug] = true
 			var schema map[string]any
-			if tl.Category != "knowledge" || tl.DisplayName == "" || tl.DisplayName == tl.Name || tl.Description == "" ||
+			if tl.Category != "knowledge" || tl.Name == "" || tl.Name == tl.Slug || tl.DisplayName != tl.Name || tl.Description == "" ||
 				json.Unmarshal(tl.Parameters, &schema) != nil || schema["type"] != "object" {
 				t.Errorf("tool %s: %+v", tl.Name, tl)
 			}
 		}
 	}
-	if len(found) != 5 {
+	if len(found) != 5 || !out.Success {
 		t.Errorf("knowledge tools listed: %v", found)
+	}
+	// ?category filters; options are {label: display name, value: slug}.
+	var kbOnly struct{ Data []listing }
+	user.Do("GET", "/api/system/tools?category=knowledge", nil).Decode(t, &kbOnly)
+	if len(kbOnly.Data) != 5 {
+		t.Errorf("category=knowledge: %+v", kbOnly.Data)
+	}
+	for _, tl := range kbOnly.Data {
+		if tl.Category != "knowledge" {
+			t.Errorf("category filter let %s (%s) through", tl.Slug, tl.Category)
+		}
+	}
+	var opts struct {
+		Data []struct{ Label, Value string }
+	}
+	user.Do("GET", "/api/system/tools/options", nil).Decode(t, &opts)
+	labels := map[string]string{}
+	for _, o := range opts.Data {
+		labels[o.Value] = o.Label
+	}
+	for _, tl := range out.Data {
+		if labels[tl.Slug] != tl.Name {
+			t.Errorf("option for %s: %q, want %q", tl.Slug, labels[tl.Slug], tl.Name)
+		}
+	}
+	if len(opts.Data) != len(out.Data) || labels["ask_user_question"] == "" {
+		t.Errorf("options %v vs %d tools", opts.Data, len(out.Data))
 	}
 }

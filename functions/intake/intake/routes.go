@@ -89,6 +89,7 @@ func (s *Server) Routes() []Route {
 		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
 		{"POST", "/api/agent/{agent_id}/set_default", Admin, ReadAgent, s.setDefaultAgent},
 		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
+		{"GET", "/api/system/tools/options", User, NoCheck, s.toolOptions},
 
 		// Threads (routes_thread.go).
 		{"POST", "/api/chat/thread", User, AgentsInBody, s.createThread},
