@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/netguard"
+	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
 
 // Config is everything a process needs, read once at start.
@@ -28,6 +29,17 @@ type Config struct {
 
 	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
 	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
+	// EncryptionKey (YUXI_ENCRYPTION_KEY, ≥ 32 bytes, distinct from the JWT
+	// and API key secrets) seals secrets at rest (shared/secret); it is never
+	// stored in the database. EncryptionKeyPrevious (YUXI_ENCRYPTION_KEY_PREVIOUS,
+	// comma-separated) still opens values sealed before a rotation.
+	// EncryptionKeyFile (YUXI_ENCRYPTION_KEY_FILE) is read, or created, when
+	// EncryptionKey is empty; the local runner defaults it to
+	// .yuxi/encryption.key. With neither, storing a secret answers 503
+	// encryption_key_missing.
+	EncryptionKey         string
+	EncryptionKeyPrevious []string
+	EncryptionKeyFile     string
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
@@ -107,37 +119,40 @@ func (c Config) Outbound() *netguard.Guard {
 // Load reads the configuration through getenv and validates it.
 func Load(getenv func(string) string, environ []string, defaultPort string) (Config, error) {
 	c := Config{
-		DatabaseURL:        or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
-		RedisURL:           or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
-		RedisPrefix:        or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
-		Port:               or(getenv("PORT"), defaultPort),
-		Sink:               getenv("K_SINK"),
-		Runtime:            getenv("YUXI_RUNTIME"),
-		JWTSecret:          getenv("YUXI_JWT_SECRET"),
-		APIKeySecret:       getenv("YUXI_API_KEY_SECRET"),
-		Environ:            environ,
-		WorkerID:           getenv("YUXI_WORKER_ID"),
-		LogLevel:           or(getenv("LOG_LEVEL"), "info"),
-		CrashAt:            getenv("YUXI_CRASH_AT"),
-		BlobURI:            or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
-		BlobAccessKey:      or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
-		BlobSecretKey:      or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
-		DefaultEmbedding:   or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
-		VectorEngine:       or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
-		OCREngine:          getenv("YUXI_OCR_ENGINE"),
-		OCRBaseURL:         getenv("YUXI_OCR_BASE_URL"),
-		OCRToken:           getenv("YUXI_OCR_TOKEN"),
-		SourceS3Endpoint:   or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
-		SourceS3Region:     getenv("YUXI_SOURCE_S3_REGION"),
-		SourceS3AccessKey:  getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
-		SourceS3SecretKey:  getenv("YUXI_SOURCE_S3_SECRET_KEY"),
-		SourceS3SSL:        getenv("YUXI_SOURCE_S3_SSL") != "false",
-		SourceGCSAccessKey: getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
-		SourceGCSSecretKey: getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
-		SourceGCSEndpoint:  or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
-		SourceGCSSSL:       getenv("YUXI_SOURCE_GCS_SSL") != "false",
-		NotifyToken:        getenv("YUXI_NOTIFY_TOKEN"),
-		CreateDatabase:     getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		DatabaseURL:           or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
+		RedisURL:              or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:           or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
+		Port:                  or(getenv("PORT"), defaultPort),
+		Sink:                  getenv("K_SINK"),
+		Runtime:               getenv("YUXI_RUNTIME"),
+		JWTSecret:             getenv("YUXI_JWT_SECRET"),
+		APIKeySecret:          getenv("YUXI_API_KEY_SECRET"),
+		EncryptionKey:         getenv("YUXI_ENCRYPTION_KEY"),
+		EncryptionKeyFile:     getenv("YUXI_ENCRYPTION_KEY_FILE"),
+		EncryptionKeyPrevious: secret.ParsePrevious(getenv("YUXI_ENCRYPTION_KEY_PREVIOUS")),
+		Environ:               environ,
+		WorkerID:              getenv("YUXI_WORKER_ID"),
+		LogLevel:              or(getenv("LOG_LEVEL"), "info"),
+		CrashAt:               getenv("YUXI_CRASH_AT"),
+		BlobURI:               or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
+		BlobAccessKey:         or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
+		BlobSecretKey:         or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
+		DefaultEmbedding:      or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
+		VectorEngine:          or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
+		OCREngine:             getenv("YUXI_OCR_ENGINE"),
+		OCRBaseURL:            getenv("YUXI_OCR_BASE_URL"),
+		OCRToken:              getenv("YUXI_OCR_TOKEN"),
+		SourceS3Endpoint:      or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
+		SourceS3Region:        getenv("YUXI_SOURCE_S3_REGION"),
+		SourceS3AccessKey:     getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
+		SourceS3SecretKey:     getenv("YUXI_SOURCE_S3_SECRET_KEY"),
+		SourceS3SSL:           getenv("YUXI_SOURCE_S3_SSL") != "false",
+		SourceGCSAccessKey:    getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
+		SourceGCSSecretKey:    getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
+		SourceGCSEndpoint:     or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
+		SourceGCSSSL:          getenv("YUXI_SOURCE_GCS_SSL") != "false",
+		NotifyToken:           getenv("YUXI_NOTIFY_TOKEN"),
+		CreateDatabase:        getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
 	}
 	var err error
 	durations := []struct {
@@ -223,6 +238,19 @@ func (c Config) validate() error {
 	if c.JWTSecret != "" && c.JWTSecret == c.APIKeySecret {
 		return fmt.Errorf("YUXI_JWT_SECRET and YUXI_API_KEY_SECRET must differ")
 	}
+	if c.EncryptionKey != "" || len(c.EncryptionKeyPrevious) > 0 {
+		if c.EncryptionKey == "" {
+			return fmt.Errorf("YUXI_ENCRYPTION_KEY_PREVIOUS is set but YUXI_ENCRYPTION_KEY is not")
+		}
+		if _, err := secret.New(c.EncryptionKey, c.EncryptionKeyPrevious...); err != nil {
+			return err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == c.EncryptionKey {
+				return fmt.Errorf("YUXI_ENCRYPTION_KEY must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET")
+			}
+		}
+	}
 	if c.VectorEngine != "postgres" {
 		return fmt.Errorf("YUXI_VECTOR_ENGINE=%q: supported engines: postgres", c.VectorEngine)
 	}
@@ -249,6 +277,28 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// Keyring builds the secrets-at-rest keyring: from EncryptionKey, else from
+// EncryptionKeyFile (created when missing), else nil — the ring that refuses
+// to store secrets (secret.ErrNoKey).
+func (c Config) Keyring() (*secret.Keyring, error) {
+	key := c.EncryptionKey
+	if key == "" && c.EncryptionKeyFile != "" {
+		var err error
+		if key, err = secret.LoadOrCreateKeyFile(c.EncryptionKeyFile); err != nil {
+			return nil, err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == key {
+				return nil, fmt.Errorf("the key in %s must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET", c.EncryptionKeyFile)
+			}
+		}
+	}
+	if key == "" {
+		return nil, nil
+	}
+	return secret.New(key, c.EncryptionKeyPrevious...)
 }
 
 // Crasher returns the failpoint hook for CrashAt (nil when unset): it kills
