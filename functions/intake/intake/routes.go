@@ -131,6 +131,7 @@ func (s *Server) Routes() []Route {
 		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
 		{"POST", "/api/agent/{agent_id}/set_default", SuperAdmin, ReadAgent, s.setDefaultAgent}, // the instance default: superadmin only
 		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
+		{"GET", "/api/system/tools/options", User, NoCheck, s.toolOptions},
 
 		// Threads (routes_thread.go).
 		{"POST", "/api/chat/thread", User, AgentsInBody, s.createThread},
