@@ -9,9 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -50,7 +48,7 @@ type Options struct {
 	// Function names the process in event sources ("/yuxi/<function>").
 	Function string
 	// Publisher overrides the relay's publisher (the local runner passes its
-	// in-process bus). When nil, events go to Config.Sink over HTTP.
+	// in-process bus). When nil, Config.Relay chooses (relay.go).
 	Publisher outbox.Publisher
 	// Sync publishes before returning from the producing call (Lambda, GCF).
 	Sync bool
@@ -99,12 +97,10 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 	c.Stream = runstream.NewWriter(rdb, c.streamConfig())
 	pub := opt.Publisher
 	if pub == nil {
-		if cfg.Sink == "" {
-			pub = outbox.PublisherFunc(func(ctx context.Context, ev cloudevents.Event) error {
-				return errors.New("no event sink: set K_SINK (the broker URL) for a standalone function")
-			})
-		} else {
-			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
+		if pub, err = c.cloudPublisher(ctx); err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, err
 		}
 	}
 	c.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes,
