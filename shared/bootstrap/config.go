@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Config is everything a process needs, read once at start.
@@ -49,6 +51,15 @@ type Config struct {
 	PubSubTopics   string
 	PubSubProject  string
 	PubSubOrdering bool
+
+	// OTLPEndpoint is OTEL_EXPORTER_OTLP_ENDPOINT: traces and RED metrics
+	// are exported there over OTLP/HTTP (shared/telemetry); empty: off.
+	// OTLPHeaders is OTEL_EXPORTER_OTLP_HEADERS ("k=v,…"; Langfuse:
+	// Authorization=Basic%20<base64 pk:sk>); OTLPFlush is
+	// OTEL_BSP_SCHEDULE_DELAY (milliseconds, default 1000).
+	OTLPEndpoint string
+	OTLPHeaders  map[string]string
+	OTLPFlush    time.Duration
 
 	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
 	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
@@ -134,6 +145,7 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		PubSubTopics:       getenv("YUXI_PUBSUB_TOPICS"),
 		PubSubProject:      or(getenv("YUXI_PUBSUB_PROJECT"), getenv("GOOGLE_CLOUD_PROJECT")),
 		PubSubOrdering:     getenv("YUXI_PUBSUB_ORDERING") != "off",
+		OTLPEndpoint:       getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
 		JWTSecret:          getenv("YUXI_JWT_SECRET"),
 		APIKeySecret:       getenv("YUXI_API_KEY_SECRET"),
 		Environ:            environ,
@@ -187,6 +199,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 				return c, fmt.Errorf("%s=%q: want a positive duration such as 30s", d.env, v)
 			}
 		}
+	}
+	if c.OTLPHeaders, err = telemetry.ParseHeaders(getenv("OTEL_EXPORTER_OTLP_HEADERS")); err != nil {
+		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %w", err)
+	}
+	c.OTLPFlush = time.Second
+	if v := getenv("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 1 {
+			return c, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY=%q: want milliseconds", v)
+		}
+		c.OTLPFlush = time.Duration(ms) * time.Millisecond
 	}
 	c.DBMaxConns = 20
 	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {

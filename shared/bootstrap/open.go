@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Core is what every function opens: the logger, the migrated Postgres pool,
@@ -39,6 +41,11 @@ type Core struct {
 	Models *llm.Registry
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
+	// Telemetry records spans and RED metrics (nil when
+	// OTEL_EXPORTER_OTLP_ENDPOINT is unset: off).
+	Telemetry *telemetry.Telemetry
+
+	sync bool // publish and flush before an invocation returns (Lambda, GCF)
 
 	closers []func() // of the openers built on this core, run first by Close
 }
@@ -93,7 +100,13 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
+	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, sync: opt.Sync}
+	c.Telemetry, err = telemetry.Setup(ctx, telemetry.Config{Service: opt.Function, Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, FlushEvery: cfg.OTLPFlush})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	c.Stream = runstream.NewWriter(rdb, c.streamConfig())
 	pub := opt.Publisher
 	if pub == nil {
@@ -120,7 +133,9 @@ func (c *Core) NewHub() *runstream.Hub { return runstream.NewHub(c.Redis, c.stre
 // Router returns an event router for the named function that records
 // permanent failures.
 func (c *Core) Router(function string) *faas.Router {
-	return faas.NewRouter(function, c.Failures, c.Log)
+	r := faas.NewRouter(function, c.Failures, c.Log)
+	r.Telemetry(c.Telemetry, c.sync)
+	return r
 }
 
 // OnClose registers f to run when c closes, before the pool and Redis are
@@ -136,6 +151,9 @@ func (c *Core) Close() {
 	}
 	c.Pool.Close()
 	_ = c.Redis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Telemetry.Shutdown(ctx)
 }
 
 // ensureDatabase creates the database named in dbURL when it does not exist
