@@ -8,6 +8,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/cloudbus"
+	"github.com/yuxi-serverless/yuxi/shared/cloudbus/cloudbustest"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 )
@@ -19,22 +20,21 @@ func TestEventBridgeRelayBatchesAndRetriesFailedEntries(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewDatabase(t)
 	fake := newAWSFake(t)
-	fake.failEntryOnce(`"run_eb03"`, "ThrottlingException")
-	fake.failEntryOnce(`"run_eb17"`, "InternalFailure")
-	fake.failEntryOnce(`"run_eb21"`, "MalformedDetail")
-	pub := cloudbus.NewEventBridge(fake.eventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
+	fake.FailEntryOnce(`"run_eb03"`, "ThrottlingException")
+	fake.FailEntryOnce(`"run_eb17"`, "InternalFailure")
+	fake.FailEntryOnce(`"run_eb21"`, "MalformedDetail")
+	pub := cloudbus.NewEventBridge(fake.EventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
 	ob := startRelay(t, pool, pub)
 	emit(t, pool, ob, steps(25, "run_eb")...)
 	waitPublished(t, pool, 25)
 
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	if fake.badSig != 0 {
-		t.Fatalf("%d requests failed SigV4 verification", fake.badSig)
+	if n := fake.BadSignatures(); n != 0 {
+		t.Fatalf("%d requests failed SigV4 verification", n)
 	}
+	puts := fake.Puts()
 	seen := map[string]int{}
 	entries := 0
-	for _, req := range fake.puts {
+	for _, req := range puts {
 		if len(req) > 10 {
 			t.Fatalf("PutEvents with %d entries", len(req))
 		}
@@ -66,8 +66,8 @@ func TestEventBridgeRelayBatchesAndRetriesFailedEntries(t *testing.T) {
 			t.Errorf("%s put %d times, want %d", run, n, want)
 		}
 	}
-	if len(fake.puts) < 3 || len(fake.puts) > 8 {
-		t.Errorf("%d PutEvents requests for %d entries: batching is off", len(fake.puts), entries)
+	if len(puts) < 3 || len(puts) > 8 {
+		t.Errorf("%d PutEvents requests for %d entries: batching is off", len(puts), entries)
 	}
 }
 
@@ -77,10 +77,8 @@ func TestEventBridgeOutageIsLeftToTheSweep(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewDatabase(t)
 	fake := newAWSFake(t)
-	fake.setDown(true)
-	attempts := 0
-	fake.onRequest = func() { attempts++ }
-	pub := cloudbus.NewEventBridge(fake.eventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
+	fake.SetDown(true)
+	pub := cloudbus.NewEventBridge(fake.EventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
 	ob := startRelay(t, pool, pub)
 	emit(t, pool, ob, steps(3, "run_down")...)
 	ob.Relay.Wait()
@@ -91,7 +89,7 @@ func TestEventBridgeOutageIsLeftToTheSweep(t *testing.T) {
 	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE last_error LIKE '%InternalFailure%'`).Scan(&withError); err != nil || withError != 3 {
 		t.Fatalf("rows with the error noted: %d %v", withError, err)
 	}
-	fake.setDown(false)
+	fake.SetDown(false)
 	expireClaims(t, pool)
 	if n, err := ob.Relay.Sweep(context.Background()); err != nil || n != 3 {
 		t.Fatalf("sweep: %d %v", n, err)
@@ -105,26 +103,24 @@ func TestEventBridgeEntriesRoundTripIntoTheConsumer(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewDatabase(t)
 	fake := newAWSFake(t)
-	pub := cloudbus.NewEventBridge(fake.eventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
+	pub := cloudbus.NewEventBridge(fake.EventBridge(), cloudbus.EventBridgeConfig{Bus: "yuxi-test"})
 	ob := startRelay(t, pool, pub)
 	emit(t, pool, ob, steps(2, "run_rt")...)
 	waitPublished(t, pool, 2)
 	sink := newStepSink()
 	handler := faas.LambdaHandler(sink.r)
-	fake.mu.Lock()
 	var bodies []string
-	for _, req := range fake.puts {
+	for _, req := range fake.Puts() {
 		for _, e := range req {
 			// The event EventBridge delivers to a target for this entry.
 			env, _ := json.Marshal(map[string]any{
 				"version": "0", "id": "0d4d1d56-1f7b-4c5e-9e0a-" + strings.Repeat("a", 12), "detail-type": e.DetailType,
-				"source": e.Source, "account": "111122223333", "time": "2026-12-01T10:00:00Z", "region": fakeRegion,
+				"source": e.Source, "account": "111122223333", "time": "2026-12-01T10:00:00Z", "region": cloudbustest.Region,
 				"resources": []string{}, "detail": json.RawMessage(e.Detail),
 			})
 			bodies = append(bodies, string(env))
 		}
 	}
-	fake.mu.Unlock()
 	if _, err := handler(context.Background(), json.RawMessage(bodies[0])); err != nil {
 		t.Fatal(err)
 	}

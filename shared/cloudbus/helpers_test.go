@@ -14,9 +14,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/cloudbus/cloudbustest"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 )
+
+// newAWSFake starts the AWS fake for t.
+func newAWSFake(t *testing.T) *cloudbustest.AWS {
+	f := cloudbustest.NewAWS()
+	t.Cleanup(f.Close)
+	return f
+}
 
 // startRelay runs an outbox relay publishing through pub, the way
 // shared/bootstrap runs one in a function.

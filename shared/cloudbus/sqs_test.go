@@ -20,28 +20,26 @@ func TestSQSRelayRoutesBatchesAndRetriesFailedEntries(t *testing.T) {
 	t.Parallel()
 	pool, _ := pgtest.NewDatabase(t)
 	fake := newAWSFake(t)
-	stepQ := fake.srv.URL + "/111122223333/yuxi-agent-step.fifo"
-	auditQ := fake.srv.URL + "/111122223333/yuxi-audit"
-	restQ := fake.srv.URL + "/111122223333/yuxi-dispatcher"
+	stepQ := fake.URL + "/111122223333/yuxi-agent-step.fifo"
+	auditQ := fake.URL + "/111122223333/yuxi-audit"
+	restQ := fake.URL + "/111122223333/yuxi-dispatcher"
 	routes, err := cloudbus.ParseRoutes(events.TypeStepReady + "=" + stepQ + "," + events.TypeStepReady + "=" + auditQ + ",*=" + restQ)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fake.failEntryOnce(`"run_sqs04"`, "ServiceUnavailable")
-	fake.failEntryOnce(`"reason":"bad"`, "InvalidMessageContents")
-	pub := cloudbus.NewSQS(fake.sqs(), cloudbus.SQSConfig{Queues: routes})
+	fake.FailEntryOnce(`"run_sqs04"`, "ServiceUnavailable")
+	fake.FailEntryOnce(`"reason":"bad"`, "InvalidMessageContents")
+	pub := cloudbus.NewSQS(fake.SQS(), cloudbus.SQSConfig{Queues: routes})
 	ob := startRelay(t, pool, pub)
 	ps := append(steps(12, "run_sqs"), events.SweepRequested{Reason: "ok"}, events.SweepRequested{Reason: "bad"})
 	emit(t, pool, ob, ps...)
 	waitPublished(t, pool, 14)
 
-	fake.mu.Lock()
-	defer fake.mu.Unlock()
-	if fake.badSig != 0 {
-		t.Fatalf("%d requests failed SigV4 verification", fake.badSig)
+	if n := fake.BadSignatures(); n != 0 {
+		t.Fatalf("%d requests failed SigV4 verification", n)
 	}
 	perQueue := map[string]map[string]int{}
-	for _, b := range fake.sends {
+	for _, b := range fake.Sends() {
 		if perQueue[b.QueueUrl] == nil {
 			perQueue[b.QueueUrl] = map[string]int{}
 		}
@@ -80,8 +78,8 @@ func TestSQSRelayRoutesBatchesAndRetriesFailedEntries(t *testing.T) {
 func TestSQSUnroutedTypeIsPermanent(t *testing.T) {
 	t.Parallel()
 	fake := newAWSFake(t)
-	routes, _ := cloudbus.ParseRoutes(events.TypeStepReady + "=" + fake.srv.URL + "/q")
-	pub := cloudbus.NewSQS(fake.sqs(), cloudbus.SQSConfig{Queues: routes})
+	routes, _ := cloudbus.ParseRoutes(events.TypeStepReady + "=" + fake.URL + "/q")
+	pub := cloudbus.NewSQS(fake.SQS(), cloudbus.SQSConfig{Queues: routes})
 	ev, err := events.New(events.Source("test"), events.NewID(), events.SweepRequested{}, "")
 	if err != nil {
 		t.Fatal(err)

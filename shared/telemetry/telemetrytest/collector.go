@@ -36,6 +36,7 @@ type Span struct {
 // Collector receives OTLP/HTTP exports.
 type Collector struct {
 	URL string // the base URL: OTEL_EXPORTER_OTLP_ENDPOINT
+	srv *httptest.Server
 
 	mu      sync.Mutex
 	spans   []Span
@@ -45,12 +46,21 @@ type Collector struct {
 
 // New starts a collector, closed with t.
 func New(t testing.TB) *Collector {
-	c := &Collector{metrics: map[string]int{}, wake: make(chan struct{}, 1)}
-	srv := httptest.NewServer(http.HandlerFunc(c.serve))
-	t.Cleanup(srv.Close)
-	c.URL = srv.URL
+	c := Start()
+	t.Cleanup(c.Close)
 	return c
 }
+
+// Start starts a collector; Close stops it.
+func Start() *Collector {
+	c := &Collector{metrics: map[string]int{}, wake: make(chan struct{}, 1)}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	c.URL = c.srv.URL
+	return c
+}
+
+// Close stops the collector.
+func (c *Collector) Close() { c.srv.Close() }
 
 func (c *Collector) serve(w http.ResponseWriter, r *http.Request) {
 	var body io.Reader = r.Body

@@ -1,4 +1,12 @@
-package cloudbus_test
+// Package cloudbustest is a protocol-level fake of the AWS endpoints the
+// cloudbus publishers call: EventBridge PutEvents (awsJson1_1) and SQS
+// SendMessageBatch (awsJson1_0) on one HTTP server that verifies every
+// request's SigV4 signature (written from the specification, not with the
+// SDK's signer) and records what it accepted.
+//
+// Imported by: shared/cloudbus's tests, tests/bench.
+// May import: the standard library and the AWS SDK.
+package cloudbustest
 
 import (
 	"bytes"
@@ -15,7 +23,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -25,68 +32,110 @@ import (
 )
 
 const (
-	fakeKey    = "AKIDEXAMPLE"
-	fakeSecret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
-	fakeToken  = "session-token-example"
-	fakeRegion = "eu-west-1"
+	Key    = "AKIDEXAMPLE"
+	Secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+	Token  = "session-token-example"
+	Region = "eu-west-1"
 )
 
-// awsFake speaks the JSON protocols of EventBridge (awsJson1_1, target
+// AWS speaks the JSON protocols of EventBridge (awsJson1_1, target
 // AWSEvents.PutEvents) and SQS (awsJson1_0, target AmazonSQS.SendMessageBatch)
 // on one HTTP endpoint. It rejects any request whose SigV4 signature does
 // not verify against the fake credentials, and records what it accepted.
 // Entries can be scripted to fail once per key (event type or message body
 // substring).
-type awsFake struct {
-	t   *testing.T
+type AWS struct {
+	URL string
 	srv *httptest.Server
 
-	mu        sync.Mutex
-	puts      [][]putEntry // accepted PutEvents requests
-	sends     []sendBatch  // accepted SendMessageBatch requests
-	failOnce  map[string]string
-	down      bool // answer every request 500
-	badSig    int  // requests refused for their signature
-	onRequest func()
+	mu       sync.Mutex
+	puts     [][]PutEntry // accepted PutEvents requests
+	sends    []SendBatch  // accepted SendMessageBatch requests
+	failOnce map[string]string
+	down     bool // answer every request 500
+	badSig   int  // requests refused for their signature
+	requests int  // signed requests received
 }
 
-type putEntry struct {
+type PutEntry struct {
 	Source, DetailType, Detail, EventBusName string
 	Time                                     json.Number
 }
 
-type sendEntry struct {
+type SendEntry struct {
 	Id, MessageBody, MessageGroupId, MessageDeduplicationId string
 }
 
-type sendBatch struct {
+type SendBatch struct {
 	QueueUrl string
-	Entries  []sendEntry
+	Entries  []SendEntry
 }
 
-func newAWSFake(t *testing.T) *awsFake {
-	f := &awsFake{t: t, failOnce: map[string]string{}}
+// NewAWS starts the fake; Close stops it.
+func NewAWS() *AWS {
+	f := &AWS{failOnce: map[string]string{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	t.Cleanup(f.srv.Close)
+	f.URL = f.srv.URL
 	return f
 }
 
-// config is an AWS configuration signing with the fake credentials and
+// Close stops the server.
+func (f *AWS) Close() { f.srv.Close() }
+
+// Puts returns the accepted PutEvents requests' entries.
+func (f *AWS) Puts() [][]PutEntry {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]PutEntry(nil), f.puts...)
+}
+
+// Sends returns the accepted SendMessageBatch requests.
+func (f *AWS) Sends() []SendBatch {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]SendBatch(nil), f.sends...)
+}
+
+// BadSignatures is how many requests failed SigV4 verification.
+func (f *AWS) BadSignatures() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.badSig
+}
+
+// Requests is how many correctly signed requests arrived.
+func (f *AWS) Requests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.requests
+}
+
+// Reset forgets what was recorded.
+func (f *AWS) Reset() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.puts, f.sends, f.requests = nil, nil, 0
+}
+
+// Config is an AWS configuration signing with the fake credentials and
 // sending to the fake; the SDK's own retries are off (the relay retries).
-func (f *awsFake) config() aws.Config {
+func (f *AWS) Config() aws.Config {
 	return aws.Config{
-		Region:           fakeRegion,
-		Credentials:      credentials.NewStaticCredentialsProvider(fakeKey, fakeSecret, fakeToken),
+		Region:           Region,
+		Credentials:      credentials.NewStaticCredentialsProvider(Key, Secret, Token),
 		BaseEndpoint:     aws.String(f.srv.URL),
 		RetryMaxAttempts: 1,
 		HTTPClient:       f.srv.Client(),
 	}
 }
 
-func (f *awsFake) eventBridge() *eventbridge.Client { return eventbridge.NewFromConfig(f.config()) }
-func (f *awsFake) sqs() *sqs.Client                 { return sqs.NewFromConfig(f.config()) }
+// EventBridge returns a client of the fake.
+func (f *AWS) EventBridge() *eventbridge.Client { return eventbridge.NewFromConfig(f.Config()) }
 
-func (f *awsFake) serve(w http.ResponseWriter, r *http.Request) {
+// SQS returns a client of the fake.
+func (f *AWS) SQS() *sqs.Client { return sqs.NewFromConfig(f.Config()) }
+
+func (f *AWS) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	target := r.Header.Get("X-Amz-Target")
 	service, contentType := "", ""
@@ -112,9 +161,7 @@ func (f *awsFake) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.onRequest != nil {
-		f.onRequest()
-	}
+	f.requests++
 	if f.down {
 		awsError(w, 500, "InternalFailure", "fake is down")
 		return
@@ -125,7 +172,7 @@ func (f *awsFake) serve(w http.ResponseWriter, r *http.Request) {
 	dec.UseNumber()
 	switch service {
 	case "events":
-		var in struct{ Entries []putEntry }
+		var in struct{ Entries []PutEntry }
 		if err := dec.Decode(&in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 {
 			awsError(w, 400, "ValidationException", fmt.Sprintf("entries: %d, %v", len(in.Entries), err))
 			return
@@ -154,7 +201,7 @@ func (f *awsFake) serve(w http.ResponseWriter, r *http.Request) {
 		f.puts = append(f.puts, in.Entries)
 		_ = json.NewEncoder(w).Encode(out)
 	case "sqs":
-		var in sendBatch
+		var in SendBatch
 		if err := dec.Decode(&in); err != nil || len(in.Entries) == 0 || len(in.Entries) > 10 || in.QueueUrl == "" {
 			awsError(w, 400, "InvalidParameterValue", fmt.Sprintf("entries: %d, %v", len(in.Entries), err))
 			return
@@ -188,7 +235,7 @@ func (f *awsFake) serve(w http.ResponseWriter, r *http.Request) {
 
 // takeFailure returns the scripted error code for the first key contained
 // in s, once. f.mu is held.
-func (f *awsFake) takeFailure(s string) string {
+func (f *AWS) takeFailure(s string) string {
 	for k, code := range f.failOnce {
 		if strings.Contains(s, k) {
 			delete(f.failOnce, k)
@@ -198,13 +245,16 @@ func (f *awsFake) takeFailure(s string) string {
 	return ""
 }
 
-func (f *awsFake) failEntryOnce(key, code string) {
+// FailEntryOnce makes the first entry containing key fail once with code
+// (a per-entry failure; InvalidMessageContents is the sender's fault on SQS).
+func (f *AWS) FailEntryOnce(key, code string) {
 	f.mu.Lock()
 	f.failOnce[key] = code
 	f.mu.Unlock()
 }
 
-func (f *awsFake) setDown(down bool) {
+// SetDown makes every request fail with 500 InternalFailure.
+func (f *AWS) SetDown(down bool) {
 	f.mu.Lock()
 	f.down = down
 	f.mu.Unlock()
@@ -234,15 +284,15 @@ func verifySigV4(r *http.Request, body []byte, service string) error {
 		parts[k] = v
 	}
 	cred := strings.Split(parts["Credential"], "/")
-	if len(cred) != 5 || cred[0] != fakeKey || cred[2] != fakeRegion || cred[3] != service || cred[4] != "aws4_request" {
-		return fmt.Errorf("credential scope %q, want %s/<date>/%s/%s/aws4_request", parts["Credential"], fakeKey, fakeRegion, service)
+	if len(cred) != 5 || cred[0] != Key || cred[2] != Region || cred[3] != service || cred[4] != "aws4_request" {
+		return fmt.Errorf("credential scope %q, want %s/<date>/%s/%s/aws4_request", parts["Credential"], Key, Region, service)
 	}
 	amzDate := r.Header.Get("X-Amz-Date")
 	ts, err := time.Parse("20060102T150405Z", amzDate)
 	if err != nil || !strings.HasPrefix(amzDate, cred[1]) || time.Since(ts).Abs() > 15*time.Minute {
 		return fmt.Errorf("x-amz-date %q (scope date %s)", amzDate, cred[1])
 	}
-	if r.Header.Get("X-Amz-Security-Token") != fakeToken {
+	if r.Header.Get("X-Amz-Security-Token") != Token {
 		return fmt.Errorf("session token missing")
 	}
 	signed := strings.Split(parts["SignedHeaders"], ";")
@@ -279,8 +329,8 @@ func verifySigV4(r *http.Request, body []byte, service string) error {
 	creq := sha256.Sum256([]byte(canon.String()))
 	scope := strings.Join(cred[1:], "/")
 	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(creq[:])
-	key := hmacSHA256([]byte("AWS4"+fakeSecret), cred[1])
-	key = hmacSHA256(key, fakeRegion)
+	key := hmacSHA256([]byte("AWS4"+Secret), cred[1])
+	key = hmacSHA256(key, Region)
 	key = hmacSHA256(key, service)
 	key = hmacSHA256(key, "aws4_request")
 	want := hex.EncodeToString(hmacSHA256(key, toSign))
