@@ -17,6 +17,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
@@ -24,12 +25,14 @@ import (
 
 // Deps are the intake's collaborators, built by main.
 type Deps struct {
-	Auth    *auth.Service
-	Agents  *agent.Store
-	Threads *thread.Store
-	Queue   *queue.Service
-	Runs    *run.Store
-	Tools   *tool.Registry
+	// Telemetry records a server span and RED metrics per request (nil: off).
+	Telemetry *telemetry.Telemetry
+	Auth      *auth.Service
+	Agents    *agent.Store
+	Threads   *thread.Store
+	Queue     *queue.Service
+	Runs      *run.Store
+	Tools     *tool.Registry
 	// Hub serves run and request streams; Stream writes cancel signals and end events.
 	Hub    *runstream.Hub
 	Stream *runstream.Writer

@@ -2,6 +2,7 @@ package intake
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
@@ -268,6 +269,12 @@ func (s *Server) Handler() http.Handler {
 // can only be logged.
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.d.Telemetry != nil {
+			ctx, inv := s.d.Telemetry.StartHTTP(r.Context(), rt.Method, rt.Path, r.Header.Get("Traceparent"))
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			defer func() { inv.End(strconv.Itoa(sw.status/100)+"xx", sw.status >= 500, nil) }()
+			w, r = sw, r.WithContext(ctx)
+		}
 		writeErr := writeError
 		if isOpenAIPath(rt.Path) {
 			writeErr = writeOpenAIError
@@ -338,3 +345,23 @@ func (t *trackingWriter) Flush() {
 
 // Unwrap serves http.ResponseController.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// statusWriter remembers the status a route answered, for its span and
+// metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
