@@ -25,7 +25,8 @@ var heavyPackages = []struct{ name, path string }{
 // Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
-// engines; agent-step only offers the tools' specs to the model.
+// engines; agent-step only offers the tools' specs to the model; evaluate
+// retrieves from knowledge bases.
 var functionLinks = map[string][]string{
 	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
 	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
@@ -33,6 +34,7 @@ var functionLinks = map[string][]string{
 	"dispatcher":  {"kb", "minio"},
 	"tool-invoke": {"kb", "minio"},
 	"agent-step":  {},
+	"evaluate":    {"kb", "minio"},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {

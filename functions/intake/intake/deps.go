@@ -10,6 +10,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
@@ -40,6 +41,8 @@ type Deps struct {
 	Keyword   kb.KeywordIndex
 	Vectors   kb.VectorStore
 	Outbox    *outbox.Outbox
+	// Evaluation serves /api/evaluation (nil: those routes answer 503).
+	Evaluation *evaluation.Service
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
