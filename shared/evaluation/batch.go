@@ -47,7 +47,8 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 	if err != nil {
 		return err
 	}
-	return s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+	s.crash("evaluate.batch_evaluated")
+	err = s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		tag, err := tx.Exec(ctx, `UPDATE evaluation_runs SET next_batch = $3, completed_items = completed_items + $4
 			WHERE run_id = $1 AND next_batch = $2 AND status = 'running'`, runID, batch, batch+1, len(results))
 		if err != nil {
@@ -72,6 +73,10 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 		}
 		return s.completeTx(ctx, tx, emit, r)
 	})
+	if err == nil {
+		s.crash("evaluate.batch_committed")
+	}
+	return err
 }
 
 // failRun ends a run as failed with metrics {error}, as the original.

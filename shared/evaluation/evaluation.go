@@ -71,6 +71,11 @@ type Config struct {
 	BatchSize int
 	// Concurrency bounds the items of a batch evaluated at once (default 4).
 	Concurrency int
+	// Crash is called at named crash points (tests): evaluate.batch_evaluated
+	// (a batch's items evaluated, nothing committed) and
+	// evaluate.batch_committed (committed; its next event handed to the
+	// relay, perhaps not delivered).
+	Crash func(point string)
 }
 
 // Deps are a Service's collaborators. Pool, Outbox and KBs are required;
@@ -109,6 +114,12 @@ func New(d Deps) *Service {
 		d.Log = slog.Default()
 	}
 	return &Service{pool: d.Pool, ob: d.Outbox, kbs: d.KBs, ret: d.Retriever, models: d.Models, cfg: d.Config, log: d.Log}
+}
+
+func (s *Service) crash(point string) {
+	if s.cfg.Crash != nil {
+		s.cfg.Crash(point)
+	}
 }
 
 func newID(prefix string, n int) string {
