@@ -82,7 +82,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	n := cfg.IngestConcurrency
 	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n,
 		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n,
-		events.TypeEvaluationBatchReady: n}
+		events.TypeEvaluationBatchReady: n, events.TypeDatasetBatchReady: n}
 	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
 	if err != nil {
 		return nil, err

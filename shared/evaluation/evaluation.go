@@ -50,6 +50,7 @@ type KBs interface {
 	Get(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error)
 	GetManaged(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error)
 	Load(ctx context.Context, kbID string) (kb.KB, error)
+	SampleChunks(ctx context.Context, kbID, seed string, offset, n int) ([]kb.SampledChunk, int, error)
 }
 
 // Retriever queries a knowledge base (kb.Retriever).

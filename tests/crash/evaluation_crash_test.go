@@ -12,14 +12,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
 func TestEvaluationRunSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
 	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
 	for _, point := range []string{"evaluate.batch_evaluated:2", "evaluate.batch_committed:1"} {
 		t.Run(point, func(t *testing.T) {
@@ -118,4 +121,68 @@ func sameJSON(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// Benchmark generation killed after a batch's questions were written but
+// before they committed: after the restart the dataset completes with count
+// items, one per slot, none twice.
+func TestDatasetGenerationSurvivesSIGKILL(t *testing.T) {
+	t.Parallel()
+	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
+	st := testkit.NewStack(t)
+	st.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+		msg := req.LastUserMessage()
+		i := strings.Index(msg, "[片段1]\n")
+		passage := strings.SplitN(msg[i+len("[片段1]\n"):], "\n", 2)[0]
+		return llmtest.Text(fmt.Sprintf(`{"query": "about: %s", "answer": "yes"}`, passage))
+	})
+	port := testkit.FreePort(t)
+	env := ingestEnv(st, port)
+	p := testkit.StartProc(t, bin, ingestEnv(st, port, "YUXI_CRASH_AT", "evaluate.dataset_batch_generated:2"), "/api/system/health")
+	pool, err := postgres.Open(context.Background(), st.DBURL, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := (&testkit.Client{T: t, Base: p.URL}).Login("admin", "admin-password")
+	kbID := c.NewKnowledgeBase("gen-crash", "generation under SIGKILL", nil)
+	docs := map[string][]byte{}
+	for i := 0; i < 4; i++ {
+		docs[fmt.Sprintf("part-%02d.md", i)] = document(i, 8, 3)
+	}
+	c.Ingest(kbID, docs, 40*time.Second)
+	r, err := c.TryDo("POST", "/api/evaluation/databases/"+kbID+"/datasets/generate",
+		map[string]any{"llm_model_spec": "fake:gen", "count": 9, "concurrency_count": 3, "neighbors_count": 1})
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("generate: %v %d %s", err, r.Status, r.Body)
+	}
+	dsID := r.JSON()["data"].(map[string]any)["dataset_id"].(string)
+	if !p.Exited(30 * time.Second) {
+		t.Fatalf("the crash point was never reached\n%s", p.Logs.String())
+	}
+	var before int
+	_ = pool.QueryRow(context.Background(), `SELECT count(*) FROM evaluation_dataset_items WHERE dataset_id = $1`, dsID).Scan(&before)
+	t.Logf("killed with %d items committed", before)
+	p = testkit.StartProc(t, bin, env, "/api/system/health")
+	c.Base = p.URL
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var status string
+		var items, distinct, max int
+		if err := pool.QueryRow(context.Background(), `SELECT d.build_metadata->>'status', count(i.*), count(DISTINCT i.item_index), coalesce(max(i.item_index), -1)
+			FROM evaluation_datasets d LEFT JOIN evaluation_dataset_items i USING (dataset_id) WHERE d.dataset_id = $1 GROUP BY d.build_metadata`,
+			dsID).Scan(&status, &items, &distinct, &max); err != nil {
+			t.Fatal(err)
+		}
+		if status == "completed" {
+			if items != 9 || distinct != 9 || max != 8 {
+				t.Fatalf("completed with %d items (%d distinct slots, last %d), want 9 slots once each", items, distinct, max)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("generation %s with %d items after the restart\n%s", status, items, p.Logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -307,4 +308,100 @@ func jsonSame(a, b any) bool {
 	x, _ := json.Marshal(a)
 	y, _ := json.Marshal(b)
 	return bytes.Equal(x, y)
+}
+
+// genModel writes a question about the first passage it is given; while
+// failing is set it answers 503.
+func genModel(s *llmtest.Server, failing *atomic.Bool) {
+	s.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+		if failing.Load() {
+			return llmtest.Fail(503, "overloaded")
+		}
+		passage := between(req.LastUserMessage(), "[片段1]\n", "\n")
+		return llmtest.Text(fmt.Sprintf("```json\n{\"query\": \"what does this say: %s\", \"answer\": %q}\n```", passage, passage))
+	})
+}
+
+// Generation from a KB: a failed generation (the model down) resumed by two
+// concurrent calls that share one job, completing with count items, each
+// with its anchor and a neighbour as gold chunks; the dataset then runs.
+func TestEvaluationDatasetGeneration(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	var failing atomic.Bool
+	failing.Store(true)
+	genModel(p.LLM, &failing)
+	c := p.Admin
+	kbID := c.NewKnowledgeBase("generated bench", "generation", nil)
+	files := map[string][]byte{}
+	for n, d := range evalDocs {
+		files[n] = []byte(d)
+	}
+	c.Ingest(kbID, files, 60*time.Second)
+	base := "/api/evaluation/databases/" + kbID + "/datasets"
+	if r := c.Do("POST", base+"/generate", map[string]any{"llm_model_spec": "fake:gen", "count": 101}); r.Status != http.StatusBadRequest {
+		t.Fatalf("count 101: %d %s", r.Status, r.Body)
+	}
+	if r := c.Do("POST", base+"/generate", map[string]any{"llm_model_spec": "fake:gen", "generation_mode": "graph_enhanced"}); r.Status != http.StatusBadRequest {
+		t.Fatalf("graph_enhanced without a graph: %d %s", r.Status, r.Body)
+	}
+	gen := c.Data("POST", base+"/generate", map[string]any{"name": "nightly", "llm_model_spec": "fake:gen", "count": 5,
+		"neighbors_count": 1, "concurrency_count": 2}).(map[string]any)
+	dsID := gen["dataset_id"].(string)
+	status := func() map[string]any {
+		for _, d := range c.Data("GET", base, nil).([]any) {
+			if d.(map[string]any)["dataset_id"] == dsID {
+				return d.(map[string]any)
+			}
+		}
+		t.Fatalf("dataset %s not listed", dsID)
+		return nil
+	}
+	waitStatus := func(want string) map[string]any {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			d := status()
+			st := d["build_metadata"].(map[string]any)["status"]
+			if st == want {
+				return d
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("generation %v, want %s", d, want)
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	waitStatus("failed")
+	if r := c.Do("GET", base+"/"+dsID, nil); r.Status != http.StatusBadRequest || r.Code() != "dataset_not_ready" {
+		t.Fatalf("a failed dataset's detail: %d %s", r.Status, r.Body)
+	}
+
+	failing.Store(false)
+	answers := make(chan map[string]any, 2)
+	for range 2 {
+		go func() { answers <- c.Data("POST", base+"/"+dsID+"/resume", nil).(map[string]any) }()
+	}
+	a, b := <-answers, <-answers
+	if a["task_id"] == nil || a["task_id"] != b["task_id"] || a["task_id"] == gen["task_id"] {
+		t.Fatalf("concurrent resumes: %v and %v (first job %v)", a, b, gen["task_id"])
+	}
+	d := waitStatus("completed")
+	if d["item_count"] != float64(5) {
+		t.Fatalf("generated: %v", d)
+	}
+	if again := c.Data("POST", base+"/"+dsID+"/resume", nil).(map[string]any); again["message"] != "数据集已完成生成" {
+		t.Fatalf("resume of a completed generation: %v", again)
+	}
+	page := c.Data("GET", base+"/"+dsID+"?page_size=100", nil).(map[string]any)
+	for i, raw := range page["items"].([]any) {
+		it := raw.(map[string]any)
+		gold := it["gold_chunk_ids"].([]any)
+		if it["item_index"] != float64(i) || len(gold) != 2 || gold[0] == gold[1] || !strings.HasPrefix(it["query"].(string), "what does this say") {
+			t.Fatalf("item %d: %v", i, it)
+		}
+	}
+	run := c.WaitEvaluationRun(kbID, c.Data("POST", "/api/evaluation/databases/"+kbID+"/runs", map[string]any{"dataset_id": dsID}).(map[string]any)["run_id"].(string), 60*time.Second, nil)
+	if run["status"] != "completed" || run["completed_items"] != float64(5) {
+		t.Fatalf("run of the generated dataset: %v", run)
+	}
 }

@@ -88,6 +88,7 @@ var handledBy = map[string]string{
 	events.TypeDocumentParsed:      "kb-index",
 
 	events.TypeEvaluationBatchReady: "evaluate",
+	events.TypeDatasetBatchReady:    "evaluate",
 }
 
 // eventRouters builds each event function's router as its main does, with

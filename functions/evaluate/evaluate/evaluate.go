@@ -22,6 +22,7 @@ import (
 // Evaluator is the evaluation use cases the handler drives (evaluation.Service).
 type Evaluator interface {
 	EvaluateBatch(ctx context.Context, runID string, batch int) error
+	GenerateBatch(ctx context.Context, datasetID string, batch int) error
 }
 
 // Config tunes the handler.
@@ -48,6 +49,7 @@ func New(ev Evaluator, cfg Config, log *slog.Logger) *Handler {
 // Register adds the handler to a function router.
 func (h *Handler) Register(r *faas.Router) {
 	faas.On(r, h.Batch)
+	faas.On(r, h.DatasetBatch)
 }
 
 // Batch evaluates one batch of a run. A coded failure that could not even
@@ -57,6 +59,15 @@ func (h *Handler) Batch(ctx context.Context, in events.EvaluationBatchReady) err
 		h.cfg.Crash("evaluate.batch")
 	}
 	err := h.ev.EvaluateBatch(ctx, in.RunID, in.Batch)
+	if _, coded := failure.As(err); coded {
+		return faas.Permanent(err)
+	}
+	return err
+}
+
+// DatasetBatch generates one batch of a benchmark dataset.
+func (h *Handler) DatasetBatch(ctx context.Context, in events.DatasetBatchReady) error {
+	err := h.ev.GenerateBatch(ctx, in.DatasetID, in.Batch)
 	if _, coded := failure.As(err); coded {
 		return faas.Permanent(err)
 	}

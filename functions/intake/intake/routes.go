@@ -189,6 +189,8 @@ func (s *Server) evaluationRoutes() []Route {
 		{"GET", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}", Admin, ReadKB, s.getDataset},
 		{"GET", "/api/evaluation/datasets/{dataset_id}/download", Admin, ReadDataset, s.downloadDataset},
 		{"DELETE", "/api/evaluation/datasets/{dataset_id}", Admin, ManageDataset, s.deleteDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/generate", Admin, ManageKB, s.generateDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}/resume", Admin, ManageKB, s.resumeDataset},
 		{"POST", "/api/evaluation/databases/{kb_id}/runs", Admin, ManageKB, s.startEvaluationRun},
 		{"GET", "/api/evaluation/databases/{kb_id}/runs", Admin, ReadKB, s.listEvaluationRuns},
 		{"GET", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ReadKB, s.getEvaluationRun},

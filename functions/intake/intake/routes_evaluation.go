@@ -248,3 +248,35 @@ func (s *Server) deleteEvaluationRun(w http.ResponseWriter, r *http.Request, p a
 	writeData(w, nil)
 	return nil
 }
+
+// generateDataset starts generating a benchmark from the KB (see evaluation.GenerateInput).
+func (s *Server) generateDataset(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	var in evaluation.GenerateInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		return err
+	}
+	res, err := ev.Generate(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	if err != nil {
+		return err
+	}
+	writeData(w, res)
+	return nil
+}
+
+// resumeDataset continues a failed generation (concurrent calls share one job).
+func (s *Server) resumeDataset(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	res, err := ev.Resume(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("dataset_id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, res)
+	return nil
+}
