@@ -11,6 +11,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -46,6 +47,8 @@ type Deps struct {
 	Keyword   kb.KeywordIndex
 	Vectors   kb.VectorStore
 	Outbox    *outbox.Outbox
+	// Evaluation serves /api/evaluation (nil: those routes answer 503).
+	Evaluation *evaluation.Service
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
 	// ClientAddr resolves a request's client address (the peer, or the

@@ -42,6 +42,10 @@ const (
 	Superadmin   Check = "superadmin"    // only the superadmin reaches it (the role check is the resource check)
 	CLISession   Check = "cli_session"   // {user_code} is a pending CLI login or one the caller approved
 	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
+	// ReadDataset and ManageDataset: {dataset_id}'s knowledge base is shared
+	// with the caller (read), or may be managed by them.
+	ReadDataset   Check = "dataset_read"
+	ManageDataset Check = "dataset_manage"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -167,6 +171,7 @@ func (s *Server) Routes() []Route {
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
+		rs = append(rs, s.evaluationRoutes()...)
 	}
 	return rs
 }
@@ -224,6 +229,26 @@ func (s *Server) knowledgeRoutes() []Route {
 		{"POST", externalPrefix + "{kb_id}/retrieve", User, ReadKB, s.externalRetrieve},
 		{"GET", externalPrefix + "{kb_id}/files/{file_id}/open", User, ReadKB, s.externalOpen},
 		{"POST", externalPrefix + "{kb_id}/files/{file_id}/find", User, ReadKB, s.externalFind},
+	}
+}
+
+// evaluationRoutes: RAG evaluation of knowledge bases (/api/evaluation…),
+// handled in routes_evaluation.go by shared/evaluation. As the original,
+// every route needs the admin role and then the KB's permission (for
+// /api/evaluation/datasets/{dataset_id}…, the dataset's KB).
+func (s *Server) evaluationRoutes() []Route {
+	return []Route{
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/upload", Admin, ManageKB, s.uploadDataset},
+		{"GET", "/api/evaluation/databases/{kb_id}/datasets", Admin, ReadKB, s.listDatasets},
+		{"GET", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}", Admin, ReadKB, s.getDataset},
+		{"GET", "/api/evaluation/datasets/{dataset_id}/download", Admin, ReadDataset, s.downloadDataset},
+		{"DELETE", "/api/evaluation/datasets/{dataset_id}", Admin, ManageDataset, s.deleteDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/generate", Admin, ManageKB, s.generateDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}/resume", Admin, ManageKB, s.resumeDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/runs", Admin, ManageKB, s.startEvaluationRun},
+		{"GET", "/api/evaluation/databases/{kb_id}/runs", Admin, ReadKB, s.listEvaluationRuns},
+		{"GET", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ReadKB, s.getEvaluationRun},
+		{"DELETE", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ManageKB, s.deleteEvaluationRun},
 	}
 }
 
