@@ -104,6 +104,21 @@ func sweep(host string) {
 			_ = c.Delete(ctx, "/networks/"+n.ID)
 		}
 	}
+	// Test images of earlier code (their tag is a content hash) after a day.
+	var is []struct {
+		RepoTags []string
+		Created  int64
+	}
+	if c.Get(ctx, "/images/json?"+url.Values{"filters": {`{"reference":["yuxi-sandbox-test*"]}`}}.Encode(), &is) != nil {
+		return
+	}
+	for _, im := range is {
+		for _, tag := range im.RepoTags {
+			if strings.HasPrefix(tag, "yuxi-sandbox-test") && im.Created < time.Now().Add(-24*time.Hour).Unix() {
+				_ = c.Delete(ctx, "/images/"+tag)
+			}
+		}
+	}
 }
 
 // Image returns the reference of the sandbox test image in the engine at
