@@ -487,7 +487,7 @@ func nb(t *testing.T, w *world, id string) map[string]any {
 func TestImageCommandIsReplaced(t *testing.T) {
 	t.Parallel()
 	host := dockertest.Engine(t)
-	rootfs, err := dockertest.BusyboxRootfs()
+	rootfs, err := dockertest.BusyboxRootfs(nil)
 	if err != nil {
 		t.Fatal(err)
 	}

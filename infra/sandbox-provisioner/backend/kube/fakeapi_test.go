@@ -19,6 +19,13 @@ type fakeAPI struct {
 	namespace  string
 	readyAfter int
 
+	// kubelet, when set, runs created Pods for real: the Pod turns Ready
+	// when run returns, Failed when it fails; stop runs on delete.
+	kubelet interface {
+		run(pod map[string]any) error
+		stop(name string)
+	}
+
 	mu    sync.Mutex
 	objs  map[string]map[string]any // collection path + "/" + name
 	reads map[string]int
@@ -95,6 +102,24 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		if resource == "pods" {
 			obj["status"] = map[string]any{"phase": "Pending"}
+			if f.kubelet != nil {
+				b, _ := json.Marshal(obj)
+				var c map[string]any
+				_ = json.Unmarshal(b, &c)
+				go func(key string) {
+					err := f.kubelet.run(c)
+					f.mu.Lock()
+					defer f.mu.Unlock()
+					if cur := f.objs[key]; cur != nil {
+						if err != nil {
+							f.t.Logf("kubelet: %v", err)
+							cur["status"] = map[string]any{"phase": "Failed"}
+						} else {
+							cur["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
+						}
+					}
+				}(coll + "/" + n)
+			}
 		}
 		f.objs[coll+"/"+n] = obj
 		f.log = append(f.log, "POST "+resource)
@@ -106,7 +131,7 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status(w, http.StatusNotFound, "NotFound")
 			return
 		}
-		if resource == "pods" {
+		if resource == "pods" && f.kubelet == nil {
 			f.reads[name]++
 			if f.readyAfter >= 0 && f.reads[name] > f.readyAfter {
 				obj["status"] = map[string]any{"phase": "Running", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
@@ -141,6 +166,9 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if _, exists := f.objs[coll+"/"+name]; !exists {
 			status(w, http.StatusNotFound, "NotFound")
 			return
+		}
+		if resource == "pods" && f.kubelet != nil {
+			f.kubelet.stop(name)
 		}
 		delete(f.objs, coll+"/"+name)
 		delete(f.reads, name)

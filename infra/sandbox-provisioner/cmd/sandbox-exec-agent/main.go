@@ -1,7 +1,7 @@
 // Command sandbox-exec-agent runs inside a Kubernetes sandbox pod and
 // executes commands for the sandbox provisioner (see package execagent).
 // Configuration, from the pod's environment the kube backend sets:
-// EXEC_AGENT_ADDR (default :8080), SANDBOX_EXEC_TIMEOUT_SECONDS (180),
+// EXEC_AGENT_ADDR (default :8080; unix:/path for a socket), SANDBOX_EXEC_TIMEOUT_SECONDS (180),
 // SANDBOX_CPU_SECONDS and SANDBOX_FILE_SIZE_BYTES (per-command rlimits).
 package main
 
@@ -10,10 +10,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -65,7 +67,17 @@ func run(ctx context.Context, getenv func(string) string) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	var ln net.Listener
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		_ = os.Remove(path)
+		ln, err = net.Listen("unix", path)
+	} else {
+		ln, err = net.Listen("tcp", addr)
+	}
+	if err != nil {
+		return err
+	}
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

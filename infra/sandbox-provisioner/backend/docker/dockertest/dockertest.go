@@ -37,8 +37,8 @@ var (
 	engineHost string
 	engineErr  error
 
-	imageMu  sync.Mutex
-	imageRef string
+	imageMu   sync.Mutex
+	imageRefs = map[string]string{} // rootfs hash -> ref
 )
 
 // Engine returns the host of a Docker Engine that answers.
@@ -104,24 +104,44 @@ func sweep(host string) {
 			_ = c.Delete(ctx, "/networks/"+n.ID)
 		}
 	}
+	// Test images of earlier code (their tag is a content hash) after a day.
+	var is []struct {
+		RepoTags []string
+		Created  int64
+	}
+	if c.Get(ctx, "/images/json?"+url.Values{"filters": {`{"reference":["yuxi-sandbox-test*"]}`}}.Encode(), &is) != nil {
+		return
+	}
+	for _, im := range is {
+		for _, tag := range im.RepoTags {
+			if strings.HasPrefix(tag, "yuxi-sandbox-test") && im.Created < time.Now().Add(-24*time.Hour).Unix() {
+				_ = c.Delete(ctx, "/images/"+tag)
+			}
+		}
+	}
 }
 
 // Image returns the reference of the sandbox test image in the engine at
 // host, importing it when missing. The tag is a hash of the root file
 // system's contents, so a changed busybox makes a new image.
-func Image(t testing.TB, host string) string {
+func Image(t testing.TB, host string) string { return ImageWith(t, host, nil) }
+
+// ImageWith is Image with extra executable files (path in the image ->
+// contents), e.g. a static binary the test built.
+func ImageWith(t testing.TB, host string, extra map[string][]byte) string {
 	t.Helper()
 	imageMu.Lock()
 	defer imageMu.Unlock()
-	if imageRef != "" {
-		return imageRef
-	}
-	rootfs, err := BusyboxRootfs()
+	rootfs, err := BusyboxRootfs(extra)
 	if err != nil {
 		t.Fatalf("assemble sandbox rootfs: %v", err)
 	}
 	sum := sha256.Sum256(rootfs)
-	ref := "yuxi-sandbox-test:" + hex.EncodeToString(sum[:8])
+	key := hex.EncodeToString(sum[:8])
+	if ref := imageRefs[key]; ref != "" {
+		return ref
+	}
+	ref := "yuxi-sandbox-test:" + key
 	c, err := docker.NewClient(host)
 	if err != nil {
 		t.Fatal(err)
@@ -137,14 +157,15 @@ func Image(t testing.TB, host string) string {
 			t.Fatalf("import %s: %v", ref, err)
 		}
 	}
-	imageRef = ref
+	imageRefs[key] = ref
 	return ref
 }
 
 // BusyboxRootfs returns a tar of a minimal root file system: a static
 // busybox with a link per applet in /bin, /etc/passwd and /etc/group naming
-// root and the sandbox user gem (1000:1000), and the usual empty dirs.
-func BusyboxRootfs() ([]byte, error) {
+// root and the sandbox user gem (1000:1000), the usual empty dirs, and
+// the extra files (mode 0755; their directories must be among those dirs).
+func BusyboxRootfs(extra map[string][]byte) ([]byte, error) {
 	var bin string
 	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
 		if _, err := os.Stat(p); err == nil {
@@ -194,7 +215,7 @@ func BusyboxRootfs() ([]byte, error) {
 		name string
 		mode int64
 	}{{"bin", 0o755}, {"dev", 0o755}, {"etc", 0o755}, {"home", 0o755}, {"home/gem", 0o755}, {"proc", 0o555},
-		{"root", 0o700}, {"sys", 0o555}, {"tmp", 0o1777}, {"usr", 0o755}, {"usr/bin", 0o755}, {"var", 0o755}} {
+		{"root", 0o700}, {"sys", 0o555}, {"tmp", 0o1777}, {"usr", 0o755}, {"usr/bin", 0o755}, {"usr/local", 0o755}, {"usr/local/bin", 0o755}, {"var", 0o755}} {
 		if err := dir(d.name, d.mode); err != nil {
 			return nil, err
 		}
@@ -217,6 +238,16 @@ func BusyboxRootfs() ([]byte, error) {
 	}
 	for _, name := range []string{"etc/group", "etc/hostname", "etc/passwd"} {
 		if err := file(name, 0o644, []byte(etc[name])); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(extra))
+	for name := range extra {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := file(strings.TrimPrefix(name, "/"), 0o755, extra[name]); err != nil {
 			return nil, err
 		}
 	}
