@@ -5,7 +5,7 @@
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
 // Imported by: infra/local/cmd/yuxi (main), tests and benchmarks.
-// May import: functions/*/<handler package>, shared/*, events, the CloudEvents SDK.
+// May import: functions/*/<handler package>, shared/*, infra/sandbox-provisioner/*, events, the CloudEvents SDK.
 package local
 
 import (
@@ -128,7 +128,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
-		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
+		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies,
 		Settings: id.Settings, OIDC: id.OIDC})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
 		hub: hub, sweep: disp}, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +64,6 @@ var (
 
 // Authenticate turns an Authorization header value into a Principal.
 // "Bearer yxkey_…" is an API key; any other bearer token is a JWT.
-// A JWT of a login-locked user is refused with 423 account_locked.
 func (s *Service) Authenticate(ctx context.Context, authorization string) (Principal, error) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(authorization), " ")
 	token = strings.TrimSpace(token)
@@ -86,9 +84,7 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 	if err != nil {
 		return Principal{}, err
 	}
-	if u.LockedUntil != nil && u.LockedUntil.After(s.now()) {
-		return Principal{}, lockedError(u.LockedUntil.Sub(s.now()))
-	}
+	// Failed logins by anyone never lock out a session (throttle.go).
 	p := u.principal()
 	if claims.Actor != nil {
 		p.ImpersonatorID = &claims.Actor.UserID
@@ -172,15 +168,4 @@ func (s *Service) parseToken(token string) (tokenClaims, error) {
 		claims.Actor.UserID = actorID
 	}
 	return claims, nil
-}
-
-// lockedError is 423 account_locked with the remaining lock time in whole
-// seconds (rounded up), which the HTTP edge puts in X-Lock-Remaining.
-func lockedError(remaining time.Duration) error {
-	secs := int64(math.Ceil(remaining.Seconds()))
-	if secs < 1 {
-		secs = 1
-	}
-	return failure.New(failure.KindLocked, "account_locked", "the account is locked after repeated failed logins; retry in %d seconds", secs).
-		With(map[string]any{"retry_after_seconds": strconv.FormatInt(secs, 10)})
 }

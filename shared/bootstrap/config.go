@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/netguard"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
@@ -40,6 +41,13 @@ type Config struct {
 	EncryptionKey         string
 	EncryptionKeyPrevious []string
 	EncryptionKeyFile     string
+
+	// TrustedProxies (YUXI_TRUSTED_PROXIES: comma-separated CIDRs, empty by
+	// default) are the peers whose X-Forwarded-For hop names the client.
+	TrustedProxies clientaddr.Resolver
+	// LoginAttemptsPerMinute (YUXI_LOGIN_ATTEMPTS_PER_MINUTE, default 20)
+	// bounds login attempts per client address (429 beyond).
+	LoginAttemptsPerMinute int
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
@@ -189,6 +197,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_DB_MAX_CONNS=%q: want an integer between 1 and 1000", v)
 		}
 		c.DBMaxConns = int32(n)
+	}
+	if c.TrustedProxies, err = clientaddr.Parse(getenv("YUXI_TRUSTED_PROXIES")); err != nil {
+		return c, err
+	}
+	c.LoginAttemptsPerMinute = 20
+	if v := getenv("YUXI_LOGIN_ATTEMPTS_PER_MINUTE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return c, fmt.Errorf("YUXI_LOGIN_ATTEMPTS_PER_MINUTE=%q: want an integer between 1 and 100000", v)
+		}
+		c.LoginAttemptsPerMinute = n
 	}
 	c.IngestConcurrency = max(1, runtime.NumCPU()/2)
 	if v := getenv("YUXI_INGEST_CONCURRENCY"); v != "" {

@@ -96,10 +96,9 @@ var readOnlyWrites = map[string]string{
 	"POST /api/knowledge/databases/{kb_id}/query-test":                    "a search: the body is the query",
 	"POST /api/knowledge/databases/external/{kb_id}/retrieve":             "a search: the body is the query",
 	"POST /api/knowledge/databases/external/{kb_id}/files/{file_id}/find": "a search in one file",
-	// Admin route: any admin who can see an agent may make it the instance
-	// default. Issue 9 (item 3) makes it superadmin-only; until then the
-	// suite proves an admin who cannot see the agent is refused.
-	"POST /api/agent/{agent_id}/set_default": "instance setting; superadmin-only under issue 9",
+	// The instance default: superadmin-only (issue 9, finding 3), and the
+	// superadmin reads every agent.
+	"POST /api/agent/{agent_id}/set_default": "instance setting; superadmin-only",
 }
 
 // readerQuery completes read routes that need a query to answer 200.
@@ -467,8 +466,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 		}
 		for _, b := range f.callers {
-			if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
-				continue // refused by role; route_table_test proves it
+			if (!b.admin && rt.Access == intake.Admin) || rt.Access == intake.SuperAdmin {
+				continue // refused by role; route_table_test proves it (no attacker is a superadmin)
 			}
 			for i, call := range reqs {
 				refused(f, b.name, fmt.Sprintf("%s #%d", rt.Pattern(), i), call(b.c))

@@ -9,6 +9,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
@@ -44,6 +45,9 @@ type Deps struct {
 	Outbox    *outbox.Outbox
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
+	// ClientAddr resolves a request's client address (the peer, or the
+	// X-Forwarded-For hop of a trusted proxy); logins are throttled by it.
+	ClientAddr clientaddr.Resolver
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
 	NotifyToken string
 	// Settings are users' own settings and images (nil: those routes answer 503).

@@ -128,7 +128,7 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/{agent_id}", User, ReadAgent, s.getAgent},
 		{"PUT", "/api/agent/{agent_id}", User, ManageAgent, s.updateAgent},
 		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
-		{"POST", "/api/agent/{agent_id}/set_default", Admin, ReadAgent, s.setDefaultAgent},
+		{"POST", "/api/agent/{agent_id}/set_default", SuperAdmin, ReadAgent, s.setDefaultAgent}, // the instance default: superadmin only
 		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
 
 		// Threads (routes_thread.go).
@@ -236,6 +236,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/api/", notFound)
 	ext.HandleFunc("/", notFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := refuseUncleanPath(r); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, externalPrefix) {
 			ext.ServeHTTP(w, r)
 			return
@@ -250,6 +254,12 @@ func (s *Server) Handler() http.Handler {
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p, err := s.authorize(r, rt.Access)
+		if err == nil {
+			err = checkPathParams(r, rt.Path)
+		}
+		if err == nil {
+			err = checkQuery(r)
+		}
 		if err != nil {
 			writeError(w, s.log, err)
 			return
