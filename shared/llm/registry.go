@@ -195,17 +195,47 @@ func ParseSpec(spec string) (provider, model string, err error) {
 	return provider, model, nil
 }
 
-// ParseSpec is the package-level ParseSpec that also requires the provider
-// to be configured.
+// ParseSpec splits a spec of a configured provider. It accepts the current
+// form "provider_id:model_id" and the original product's
+// "provider_id/model_id": the spec is split at its first separator, or at
+// the other one when only that prefix names a configured provider (so
+// "openrouter/qwen/qwen3:free" and "openrouter:qwen/qwen3:free" are the
+// same model). NormalizeSpec answers the current form.
 func (r *Registry) ParseSpec(spec string) (provider, model string, err error) {
-	provider, model, err = ParseSpec(spec)
+	type cand struct{ p, m string }
+	var cands []cand
+	add := func(k int) {
+		if k > 0 && k < len(spec)-1 {
+			cands = append(cands, cand{spec[:k], spec[k+1:]})
+		}
+	}
+	colon, slash := strings.IndexByte(spec, ':'), strings.IndexByte(spec, '/')
+	if colon >= 0 && (slash < 0 || colon < slash) {
+		add(colon)
+		add(slash)
+	} else {
+		add(slash)
+		add(colon)
+	}
+	for _, c := range cands {
+		if _, ok := r.providers[c.p]; ok {
+			return c.p, c.m, nil
+		}
+	}
+	if len(cands) == 0 {
+		return "", "", failure.Unprocessable(codeModelNotAvailable,
+			"model spec %q must be provider_id:model_id (or provider_id/model_id)", spec)
+	}
+	return "", "", failure.Unprocessable(codeModelNotAvailable, "model %q: unknown provider %q", spec, cands[0].p)
+}
+
+// NormalizeSpec returns spec in the current form, "provider_id:model_id".
+func (r *Registry) NormalizeSpec(spec string) (string, error) {
+	p, m, err := r.ParseSpec(spec)
 	if err != nil {
-		return "", "", err
+		return "", err
 	}
-	if _, ok := r.providers[provider]; !ok {
-		return "", "", failure.Unprocessable(codeModelNotAvailable, "model %q: unknown provider %q", spec, provider)
-	}
-	return provider, model, nil
+	return p + ":" + m, nil
 }
 
 // ChatModel returns the model for spec and its model id (the part after the

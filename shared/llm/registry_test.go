@@ -228,3 +228,37 @@ func TestChatModelForUnknownProvider(t *testing.T) {
 		}
 	}
 }
+
+func TestRegistryParseSpecAcceptsBothForms(t *testing.T) {
+	t.Parallel()
+	reg, err := llm.LoadRegistry([]string{"YUXI_PROVIDER_MY_VLLM_BASE_URL=http://127.0.0.1:9/v1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for spec, want := range map[string][2]string{
+		"siliconflow-cn:Pro/BAAI/bge-m3": {"siliconflow-cn", "Pro/BAAI/bge-m3"},
+		"siliconflow-cn/Pro/BAAI/bge-m3": {"siliconflow-cn", "Pro/BAAI/bge-m3"},
+		"openrouter:qwen/qwen3:free":     {"openrouter", "qwen/qwen3:free"},
+		"openrouter/qwen/qwen3:free":     {"openrouter", "qwen/qwen3:free"},
+		"deepseek/deepseek-chat":         {"deepseek", "deepseek-chat"},
+		"my-vllm/org/model:q4":           {"my-vllm", "org/model:q4"},
+	} {
+		p, m, err := reg.ParseSpec(spec)
+		if err != nil || p != want[0] || m != want[1] {
+			t.Errorf("ParseSpec(%q) = %q, %q, %v; want %v", spec, p, m, err, want)
+		}
+		norm, err := reg.NormalizeSpec(spec)
+		if err != nil || norm != want[0]+":"+want[1] {
+			t.Errorf("NormalizeSpec(%q) = %q, %v", spec, norm, err)
+		}
+		if _, id, err := reg.ChatModel(spec); err != nil || id != want[1] {
+			t.Errorf("ChatModel(%q) = %q, %v", spec, id, err)
+		}
+	}
+	for _, spec := range []string{"", "gpt-4o", "/gpt-4o", "openai/", "anthropic/claude", "qwen/qwen3:free"} {
+		_, _, err := reg.ParseSpec(spec)
+		if fe, ok := failure.As(err); !ok || fe.Code != "model_not_available" {
+			t.Errorf("ParseSpec(%q) err = %v", spec, err)
+		}
+	}
+}

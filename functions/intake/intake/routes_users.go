@@ -1,7 +1,6 @@
 package intake
 
 import (
-	"net"
 	"net/http"
 	"strconv"
 
@@ -129,17 +128,14 @@ func (s *Server) uploadAvatar(w http.ResponseWriter, r *http.Request, p auth.Pri
 
 // impersonate gives the superadmin a short-lived token acting as another
 // user; the token's "act" claim names the superadmin, and the impersonation
-// is recorded with the client's address.
+// is recorded with the client's address (YUXI_TRUSTED_PROXIES decides
+// whether X-Forwarded-For is believed).
 func (s *Server) impersonate(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	id, err := userID(r)
 	if err != nil {
 		return err
 	}
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	tok, err := s.d.Auth.Impersonate(r.Context(), p, id, host)
+	tok, err := s.d.Auth.Impersonate(r.Context(), p, id, s.d.ClientAddr.Addr(r))
 	if err != nil {
 		return err
 	}

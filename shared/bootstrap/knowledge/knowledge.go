@@ -168,9 +168,13 @@ func (m *Models) Reranker(spec string) (embed.Reranker, error) {
 }
 
 func (m *Models) provider(spec string) (llm.Provider, string, error) {
-	id, model, err := llm.ParseSpec(spec)
+	if !strings.ContainsAny(spec, ":/") {
+		return llm.Provider{}, "", failure.Unprocessable("invalid_model_spec", "model spec %q must be provider_id:model_id", spec)
+	}
+	// provider_id:model_id, or the original's provider_id/model_id.
+	id, model, err := m.providers.ParseSpec(spec)
 	if err != nil {
-		return llm.Provider{}, "", failure.Unprocessable("invalid_model_spec", "%v", err)
+		return llm.Provider{}, "", err
 	}
 	p, ok := m.providers.Provider(id)
 	if !ok {
