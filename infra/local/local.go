@@ -34,6 +34,9 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
 // Platform is the running all-in-one process.
@@ -62,10 +65,19 @@ type Models interface {
 // Option customises a Platform.
 type Option func(*options)
 
-type options struct{ models Models }
+type options struct {
+	models Models
+	more   []tool.Tool
+}
 
 // WithModels replaces the model registry for agent steps.
 func WithModels(m Models) Option { return func(o *options) { o.models = m } }
+
+// WithSandbox registers the agent's file-system and sandbox tools on the
+// sandbox provisioner c reaches (StartSandbox).
+func WithSandbox(c *sandbox.Client, cfg sandboxtool.Config) Option {
+	return func(o *options) { o.more = append(o.more, sandboxtool.New(c, cfg)...) }
+}
 
 // New opens the platform.
 func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, error) {
@@ -84,7 +96,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if err != nil {
 		return nil, err
 	}
-	app, err := openApp(core)
+	app, err := openApp(core, o.more...)
 	if err != nil {
 		core.Close()
 		return nil, err
@@ -192,12 +204,12 @@ func ignoreCanceled(err error) error {
 }
 
 // openApp opens the knowledge engines and the run side on core.
-func openApp(core *bootstrap.Core) (*App, error) {
+func openApp(core *bootstrap.Core, more ...tool.Tool) (*App, error) {
 	k, err := knowledge.Open(core)
 	if err != nil {
 		return nil, err
 	}
-	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, k.Tools()...)}, nil
+	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, append(k.Tools(), more...)...)}, nil
 }
 
 // lazyBus lets the relay be built before the routers it delivers to.
