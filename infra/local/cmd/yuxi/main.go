@@ -35,6 +35,9 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if getenv("YUXI_CREATE_DATABASE") == "" {
 		cfg.CreateDatabase = true // a fresh machine has the server but not the database
 	}
+	if cfg.EncryptionKey == "" && cfg.EncryptionKeyFile == "" {
+		cfg.EncryptionKeyFile = ".yuxi/encryption.key" // generated on first start, next to the objects; never in the database
+	}
 	sb, execTimeout, err := startSandbox(ctx, getenv)
 	if err != nil {
 		return err

@@ -21,6 +21,8 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend/bwrap"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend/docker"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend/kube"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend/memory"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/volume"
@@ -43,6 +45,8 @@ var backends = map[string]func(getenv func(string) string, execTimeout time.Dura
 	"memory": func(func(string) string, time.Duration, backend.Limits) (backend.Backend, error) {
 		return memory.New(), nil
 	},
+	"docker":     docker.NewFromEnv,
+	"kubernetes": kube.NewFromEnv,
 }
 
 func run(ctx context.Context, getenv func(string) string) error {
@@ -52,7 +56,7 @@ func run(ctx context.Context, getenv func(string) string) error {
 	}
 	mk, ok := backends[name]
 	if !ok {
-		return fmt.Errorf("PROVISIONER_BACKEND %q is not one of bwrap, memory", name)
+		return fmt.Errorf("PROVISIONER_BACKEND %q is not one of bwrap, docker, kubernetes, memory", name)
 	}
 	be, err := mk(getenv, cfg.ExecTimeout, cfg.Limits)
 	if err != nil {
