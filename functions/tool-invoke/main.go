@@ -16,6 +16,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 func main() {
@@ -48,7 +49,8 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		if err != nil {
 			return err
 		}
-		tools = append(tools, sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout})...)
+		env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+		tools = append(tools, sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env})...)
 	}
 	kit := chat.Open(core, tools...)
 	router := core.Router("tool-invoke")

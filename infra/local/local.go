@@ -38,6 +38,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 // Platform is the running all-in-one process.
@@ -67,17 +68,19 @@ type Models interface {
 type Option func(*options)
 
 type options struct {
-	models Models
-	more   []tool.Tool
+	models     Models
+	sandbox    *sandbox.Client
+	sandboxCfg sandboxtool.Config
 }
 
 // WithModels replaces the model registry for agent steps.
 func WithModels(m Models) Option { return func(o *options) { o.models = m } }
 
 // WithSandbox registers the agent's file-system and sandbox tools on the
-// sandbox provisioner c reaches (StartSandbox).
+// sandbox provisioner c reaches (StartSandbox); each user's agent env is
+// injected into their sandboxes.
 func WithSandbox(c *sandbox.Client, cfg sandboxtool.Config) Option {
-	return func(o *options) { o.more = append(o.more, sandboxtool.New(c, cfg)...) }
+	return func(o *options) { o.sandbox, o.sandboxCfg = c, cfg }
 }
 
 // New opens the platform.
@@ -97,7 +100,13 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if err != nil {
 		return nil, err
 	}
-	app, err := openApp(core, o.more...)
+	var more []tool.Tool
+	if o.sandbox != nil {
+		sc := o.sandboxCfg
+		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+		more = sandboxtool.New(o.sandbox, sc)
+	}
+	app, err := openApp(core, more...)
 	if err != nil {
 		core.Close()
 		return nil, err

@@ -4,7 +4,8 @@ package e2e
 // platform, on a real sandbox provisioner with the bwrap backend: a
 // scripted model writes a Python script to outputs/, runs it with execute,
 // and reads the result back; the files are on the provisioner's volume
-// under the run's thread and user.
+// under the run's thread and user, and the user's agent env
+// (/api/user/agent-env) is in the sandbox's environment.
 
 import (
 	"os"
@@ -43,13 +44,15 @@ func TestAgentWritesRunsAndReadsInItsSandbox(t *testing.T) {
 				Arguments: `{"file_path":"/home/gem/user-data/outputs/sum.py","content":"print('total', sum(range(1, 11)))\n"}`})
 		case 1:
 			return llmtest.Calls(llmtest.ToolCall{ID: "call_x", Name: "execute",
-				Arguments: `{"command":"python3 /home/gem/user-data/outputs/sum.py > /home/gem/user-data/outputs/sum.txt && id -u"}`})
+				Arguments: `{"command":"python3 /home/gem/user-data/outputs/sum.py > /home/gem/user-data/outputs/sum.txt && id -u && echo \"$MY_SANDBOX_VAR\""}`})
 		case 2:
 			return llmtest.Calls(llmtest.ToolCall{ID: "call_r", Name: "read_file", Arguments: `{"file_path":"outputs/sum.txt"}`})
 		}
 		last := req.Messages[len(req.Messages)-1]
 		return llmtest.Text("result: " + strings.TrimSpace(last.Content))
 	})
+	// The user's agent env is injected into their sandbox.
+	p.Admin.OK("PUT", "/api/user/agent-env", map[string]any{"env": map[string]any{"MY_SANDBOX_VAR": "from-agent-env"}})
 	th := p.Admin.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "sandbox"})["id"].(string)
 	in := p.Admin.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th})
 	runID, _ := in["run_id"].(string)
@@ -63,7 +66,7 @@ func TestAgentWritesRunsAndReadsInItsSandbox(t *testing.T) {
 	}
 	reqs := modelRequestsFor(t, p, query)
 	msgs := testkit.ToolMessages(reqs[len(reqs)-1])
-	if !strings.HasPrefix(msgs["call_w"], "Wrote ") || msgs["call_x"] != "1000\n[exit code 0]" {
+	if !strings.HasPrefix(msgs["call_w"], "Wrote ") || msgs["call_x"] != "1000\nfrom-agent-env\n[exit code 0]" {
 		t.Fatalf("tool results the model read: %q", msgs)
 	}
 	// The files are on the volume, in the thread's outputs.
