@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 )
 
 func main() {
@@ -37,8 +38,13 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	defer core.Close()
-	// The model is offered the knowledge tools; tool-invoke runs them.
-	kit := chat.Open(core, chat.Offered(kbspec.All()...)...)
+	// The model is offered the knowledge tools (and, with a sandbox
+	// provisioner, the file-system and sandbox tools); tool-invoke runs them.
+	specs := kbspec.All()
+	if cfg.SandboxURL != "" {
+		specs = append(specs, sandboxtool.Specs()...)
+	}
+	kit := chat.Open(core, chat.Offered(specs...)...)
 	router := core.Router("agent-step")
 	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
 		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, core.Log).Register(router)

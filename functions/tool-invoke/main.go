@@ -14,6 +14,9 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 func main() {
@@ -40,7 +43,16 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	kit := chat.Open(core, know.Tools()...)
+	tools := know.Tools()
+	if cfg.SandboxURL != "" { // the agent's file-system and sandbox tools, on the provisioner
+		sb, err := sandbox.New(cfg.SandboxURL, cfg.SandboxToken, nil)
+		if err != nil {
+			return err
+		}
+		env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+		tools = append(tools, sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env})...)
+	}
+	kit := chat.Open(core, tools...)
 	router := core.Router("tool-invoke")
 	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher()}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx

@@ -37,6 +37,10 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 // Platform is the running all-in-one process.
@@ -65,10 +69,21 @@ type Models interface {
 // Option customises a Platform.
 type Option func(*options)
 
-type options struct{ models Models }
+type options struct {
+	models     Models
+	sandbox    *sandbox.Client
+	sandboxCfg sandboxtool.Config
+}
 
 // WithModels replaces the model registry for agent steps.
 func WithModels(m Models) Option { return func(o *options) { o.models = m } }
+
+// WithSandbox registers the agent's file-system and sandbox tools on the
+// sandbox provisioner c reaches (StartSandbox); each user's agent env is
+// injected into their sandboxes.
+func WithSandbox(c *sandbox.Client, cfg sandboxtool.Config) Option {
+	return func(o *options) { o.sandbox, o.sandboxCfg = c, cfg }
+}
 
 // New opens the platform.
 func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, error) {
@@ -88,7 +103,13 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if err != nil {
 		return nil, err
 	}
-	app, err := openApp(core)
+	var more []tool.Tool
+	if o.sandbox != nil {
+		sc := o.sandboxCfg
+		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+		more = sandboxtool.New(o.sandbox, sc)
+	}
+	app, err := openApp(core, more...)
 	if err != nil {
 		core.Close()
 		return nil, err
@@ -201,12 +222,12 @@ func ignoreCanceled(err error) error {
 }
 
 // openApp opens the knowledge engines and the run side on core.
-func openApp(core *bootstrap.Core) (*App, error) {
+func openApp(core *bootstrap.Core, more ...tool.Tool) (*App, error) {
 	k, err := knowledge.Open(core)
 	if err != nil {
 		return nil, err
 	}
-	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, k.Tools()...)}, nil
+	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, append(k.Tools(), more...)...)}, nil
 }
 
 // lazyBus lets the relay be built before the routers it delivers to.

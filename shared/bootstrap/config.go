@@ -150,6 +150,15 @@ type Config struct {
 	// request a user or admin can point somewhere uses Outbound().
 	OutboundAllow netguard.Allow
 
+	// The sandbox provisioner functions reach (shared/sandbox):
+	// SANDBOX_PROVISIONER_URL (empty: no file-system or sandbox tools),
+	// SANDBOX_PROVISIONER_TOKEN (≥ 32 characters) and
+	// SANDBOX_EXEC_TIMEOUT_SECONDS (default 180), which YUXI_TOOL_TIMEOUT
+	// must stay above.
+	SandboxURL         string
+	SandboxToken       string
+	SandboxExecTimeout time.Duration
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
@@ -208,6 +217,9 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		SourceGCSSSL:          getenv("YUXI_SOURCE_GCS_SSL") != "false",
 		NotifyToken:           getenv("YUXI_NOTIFY_TOKEN"),
 		CreateDatabase:        getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		SandboxURL:            getenv("SANDBOX_PROVISIONER_URL"),
+		SandboxToken:          getenv("SANDBOX_PROVISIONER_TOKEN"),
+		SandboxExecTimeout:    180 * time.Second,
 	}
 	var err error
 	durations := []struct {
@@ -248,6 +260,13 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY=%q: want milliseconds", v)
 		}
 		c.OTLPFlush = time.Duration(ms) * time.Millisecond
+	}
+	if v := getenv("SANDBOX_EXEC_TIMEOUT_SECONDS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("SANDBOX_EXEC_TIMEOUT_SECONDS=%q: want a positive number of seconds", v)
+		}
+		c.SandboxExecTimeout = time.Duration(n) * time.Second
 	}
 	c.DBMaxConns = 20
 	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {
@@ -346,6 +365,17 @@ func (c Config) validate() error {
 	}
 	if c.StreamTail > c.StreamTTL {
 		return fmt.Errorf("YUXI_STREAM_TAIL must not be longer than YUXI_STREAM_TTL")
+	}
+	if c.SandboxURL != "" {
+		if u, err := url.Parse(c.SandboxURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("SANDBOX_PROVISIONER_URL=%q: want an http(s) URL", c.SandboxURL)
+		}
+		if len(c.SandboxToken) < 32 {
+			return fmt.Errorf("SANDBOX_PROVISIONER_TOKEN must be at least 32 characters")
+		}
+		if c.ToolTimeout <= c.SandboxExecTimeout {
+			return fmt.Errorf("YUXI_TOOL_TIMEOUT (%s) must stay above SANDBOX_EXEC_TIMEOUT_SECONDS (%s): a command would outlive its tool call", c.ToolTimeout, c.SandboxExecTimeout)
+		}
 	}
 	if c.StepLease < 3*time.Millisecond {
 		return fmt.Errorf("YUXI_STEP_LEASE is too short")

@@ -56,6 +56,9 @@ type Client interface {
 // Config of the tools.
 type Config struct {
 	ExecTimeout time.Duration // SANDBOX_EXEC_TIMEOUT_SECONDS: the default and largest timeout of execute (180s)
+	// Env returns the user's agent environment (/api/user/agent-env),
+	// injected when the user's sandbox is created; nil: none.
+	Env func(ctx context.Context, uid string) (map[string]string, error)
 }
 
 // New returns the seven tools on c.
@@ -446,7 +449,14 @@ func (t execute) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 	if a.Timeout > 0 && time.Duration(a.Timeout)*time.Second < timeout {
 		timeout = time.Duration(a.Timeout) * time.Second
 	}
-	res, err := t.c.Exec(ctx, scopeOf(c), nil, sandbox.ExecRequest{Command: a.Command, Timeout: timeout, IdempotencyKey: c.ToolCallID})
+	var env map[string]string
+	if t.cfg.Env != nil {
+		var err error
+		if env, err = t.cfg.Env(ctx, c.UID); err != nil {
+			return tool.Result{}, fmt.Errorf("agent env of %s: %w", c.UID, err)
+		}
+	}
+	res, err := t.c.Exec(ctx, scopeOf(c), env, sandbox.ExecRequest{Command: a.Command, Timeout: timeout, IdempotencyKey: c.ToolCallID})
 	if err != nil {
 		return result(err)
 	}

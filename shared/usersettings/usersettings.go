@@ -5,7 +5,8 @@
 // and stored in the object store under unguessable keys.
 //
 // Owns the tables user_config and agent_envs.
-// Imported by: functions/intake, shared/bootstrap/identity (the sandbox will call EnvFor).
+// Imported by: functions/intake, shared/bootstrap/identity, the sandbox tools' wiring
+// (tool-invoke's main, infra/local: EnvForUID).
 // May import: shared/blob, shared/failure, shared/postgres, pgx.
 package usersettings
 
@@ -177,6 +178,24 @@ func (s *Store) EnvFor(ctx context.Context, userID int64) (map[string]string, er
 		return nil, err
 	}
 	return e.Env, nil
+}
+
+// EnvForUID is EnvFor by the user's uid (what a tool call carries); an
+// unknown uid has no variables.
+func (s *Store) EnvForUID(ctx context.Context, uid string) (map[string]string, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT e.env FROM agent_envs e JOIN users u ON u.id = e.user_id WHERE u.uid = $1`, uid).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load agent env of %s: %w", uid, err)
+	}
+	env := map[string]string{}
+	if err := json.Unmarshal(raw, &env); err != nil {
+		return nil, fmt.Errorf("decode agent env of %s: %w", uid, err)
+	}
+	return env, nil
 }
 
 // Image types accepted, by magic bytes.

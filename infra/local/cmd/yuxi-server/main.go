@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/infra/local"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 )
 
 func main() {
@@ -37,15 +38,18 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if cfg.EncryptionKey == "" && cfg.EncryptionKeyFile == "" {
 		cfg.EncryptionKeyFile = ".yuxi/encryption.key" // generated on first start, next to the objects; never in the database
 	}
-	p, err := local.New(ctx, cfg)
+	sb, execTimeout, err := startSandbox(ctx, getenv)
 	if err != nil {
 		return err
 	}
-	sb, err := startSandbox(ctx, getenv)
-	if err != nil {
-		return err
+	if cfg.ToolTimeout <= execTimeout {
+		return fmt.Errorf("YUXI_TOOL_TIMEOUT (%s) must be above SANDBOX_EXEC_TIMEOUT_SECONDS (%s): a command would outlive its tool call", cfg.ToolTimeout, execTimeout)
 	}
 	h, err := sb.Health(ctx)
+	if err != nil {
+		return err
+	}
+	p, err := local.New(ctx, cfg, local.WithSandbox(sb, sandboxtool.Config{ExecTimeout: execTimeout}))
 	if err != nil {
 		return err
 	}
@@ -56,7 +60,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 
 // startSandbox starts the sandbox provisioner in this process (or uses
 // SANDBOX_PROVISIONER_URL's).
-func startSandbox(ctx context.Context, getenv func(string) string) (*sandbox.Client, error) {
+func startSandbox(ctx context.Context, getenv func(string) string) (*sandbox.Client, time.Duration, error) {
 	seconds := func(name string) (time.Duration, error) {
 		v := getenv(name)
 		if v == "" {
@@ -70,13 +74,17 @@ func startSandbox(ctx context.Context, getenv func(string) string) (*sandbox.Cli
 	}
 	exec, err := seconds("SANDBOX_EXEC_TIMEOUT_SECONDS")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	if exec == 0 {
+		exec = 180 * time.Second
 	}
 	idle, err := seconds("SANDBOX_IDLE_TIMEOUT_SECONDS")
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return local.StartSandbox(ctx, local.SandboxConfig{URL: getenv("SANDBOX_PROVISIONER_URL"), Token: getenv("SANDBOX_PROVISIONER_TOKEN"),
+	c, err := local.StartSandbox(ctx, local.SandboxConfig{URL: getenv("SANDBOX_PROVISIONER_URL"), Token: getenv("SANDBOX_PROVISIONER_TOKEN"),
 		Backend: getenv("PROVISIONER_BACKEND"), VolumeDir: getenv("SANDBOX_VOLUME_DIR"), ExecTimeout: exec, IdleTimeout: idle,
 		CgroupParent: getenv("SANDBOX_CGROUP_PARENT")})
+	return c, exec, err
 }

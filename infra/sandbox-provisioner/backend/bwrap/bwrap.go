@@ -166,10 +166,10 @@ func systemBinds() []string {
 }
 
 // writeEtc builds the sandbox's /etc once, in the runtime dir: its own
-// passwd/group/hosts, plus copies of the host /etc entries programs need
-// (dynamic linker cache, certificates, timezone, alternatives, fonts…;
-// symlinks stay symlinks into /usr). Nothing else of the host's /etc is
-// visible, and one bind replaces dozens (each mount costs at every exec).
+// passwd/group/hosts, copies of the small host files programs need
+// (dynamic linker cache, timezone, mime types…) and mount points for the
+// host directories bound read-only over them (certificates, alternatives,
+// fonts, python3). Nothing else of the host's /etc is visible.
 func (b *Backend) writeEtc() error {
 	dir := filepath.Join(b.cfg.RuntimeDir, "etc")
 	if err := os.RemoveAll(dir); err != nil {
@@ -189,9 +189,24 @@ func (b *Backend) writeEtc() error {
 			names = append(names, filepath.Base(p))
 		}
 	}
+	var dirs []string
 	for _, name := range names {
-		if err := copyTree(filepath.Join("/etc", name), filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("sandbox /etc: %w", err)
+		src := filepath.Join("/etc", name)
+		fi, err := os.Stat(src)
+		switch {
+		case err != nil:
+			continue
+		case fi.IsDir():
+			// Directories are bound over an empty mount point: copying
+			// certificate stores and alternatives is slow.
+			if err := os.Mkdir(filepath.Join(dir, name), 0o755); err != nil {
+				return err
+			}
+			dirs = append(dirs, "--ro-bind", src, src)
+		default:
+			if err := copyFile(src, filepath.Join(dir, name)); err != nil {
+				return fmt.Errorf("sandbox /etc: %w", err)
+			}
 		}
 	}
 	files := map[string]string{
@@ -206,46 +221,22 @@ func (b *Backend) writeEtc() error {
 			return err
 		}
 	}
-	b.etc = []string{"--ro-bind", dir, "/etc"}
+	b.etc = append([]string{"--ro-bind", dir, "/etc"}, dirs...)
 	return nil
 }
 
-// copyTree copies a file, a symlink (as a symlink) or a directory tree,
-// keeping only readable-by-others files (nothing private of the host).
-func copyTree(src, dst string) error {
-	fi, err := os.Lstat(src)
+// copyFile copies a world-readable regular file (a symlink is followed:
+// /etc/localtime points into /usr/share/zoneinfo).
+func copyFile(src, dst string) error {
+	fi, err := os.Stat(src)
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o004 == 0 || fi.Size() > 16<<20 {
+		return nil
+	}
+	data, err := os.ReadFile(src)
 	if err != nil {
 		return err
 	}
-	switch {
-	case fi.Mode()&os.ModeSymlink != 0:
-		target, err := os.Readlink(src)
-		if err != nil {
-			return err
-		}
-		return os.Symlink(target, dst)
-	case fi.IsDir():
-		if err := os.Mkdir(dst, 0o755); err != nil {
-			return err
-		}
-		entries, err := os.ReadDir(src)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			if err := copyTree(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
-				return err
-			}
-		}
-		return nil
-	case fi.Mode().IsRegular() && fi.Mode().Perm()&0o004 != 0 && fi.Size() < 64<<20:
-		data, err := os.ReadFile(src)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o644)
-	}
-	return nil
+	return os.WriteFile(dst, data, 0o644)
 }
 
 // Close removes the backend's parent cgroups when no sandbox is left in

@@ -63,6 +63,9 @@ func run(ctx context.Context, getenv func(string) string) error {
 	if err != nil {
 		return err
 	}
+	if c, ok := be.(interface{ Close() }); ok {
+		defer c.Close() // after Shutdown: a clean stop leaves no group behind
+	}
 	p, err := provisioner.New(cfg, be)
 	if err != nil {
 		return err
