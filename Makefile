@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 PORT ?= 5050
-FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index
+FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index evaluate
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 
 .DEFAULT_GOAL := help
@@ -21,17 +21,56 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+.PHONY: sandbox-tools
+sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) and python3 for sandboxes when missing
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "sandbox-tools: installing$$missing"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq$$missing >/dev/null; \
+	fi
+
+.PHONY: docker-engine
+docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (installs docker.io, busybox-static; starts a private dockerd)
+	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
+
+# Test folders with a package.json + package-lock.json (npm ci installs them).
+NPM_DIRS := tests/e2e/openai-npm
+
+.PHONY: npm-deps
+npm-deps: ## Install the npm packages tests use (the official openai client), and Node.js when missing
+	@command -v npm >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "npm-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@for d in $(NPM_DIRS); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			(cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+
 .PHONY: run
-run: services ## Run the whole platform in one process on PORT (default 5050)
-	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
+run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
+	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
 # Every package runs under the race detector: the whole suite takes about 7
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: fuzz
+FUZZTIME ?= 30s
+FUZZ_PKGS := ./functions/intake/intake
+fuzz: services ## Run every fuzz target for FUZZTIME each (default 30s; go test -fuzz takes one target per call)
+	@set -e; for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 .PHONY: bench-tools
 bench-tools: ## Install the floors make bench measures against (pdftotext from poppler-utils, psql)
@@ -88,7 +127,8 @@ localstack-down: ## Stop LocalStack
 	docker compose -f localstack/docker-compose.yml down -v
 
 .PHONY: build
-build: ## Build every function binary and the all-in-one runner into bin/
+build: ## Build every function binary, the all-in-one runner (yuxi-server) and the yuxi CLI into bin/
 	@mkdir -p bin
 	@for f in $(FUNCTIONS); do $(GO) build -o bin/$$f ./functions/$$f || exit 1; done
-	$(GO) build -o bin/yuxi ./infra/local/cmd/yuxi
+	$(GO) build -o bin/yuxi-server ./infra/local/cmd/yuxi-server
+	$(GO) build -o bin/yuxi ./infra/cli/cmd/yuxi

@@ -22,6 +22,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/secret"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
@@ -41,6 +42,9 @@ type Core struct {
 	Models *llm.Registry
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
+	// Secrets seals secrets at rest (nil when no key is configured: storing
+	// one then answers 503 encryption_key_missing).
+	Secrets *secret.Keyring
 	// Telemetry records spans and RED metrics (nil when
 	// OTEL_EXPORTER_OTLP_ENDPOINT is unset: off).
 	Telemetry *telemetry.Telemetry
@@ -81,6 +85,10 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
+	secrets, err := cfg.Keyring()
+	if err != nil {
+		return nil, fmt.Errorf("encryption key: %w", err)
+	}
 	if cfg.CreateDatabase {
 		if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
@@ -100,7 +108,7 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, sync: opt.Sync}
+	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets, sync: opt.Sync}
 	c.Telemetry, err = telemetry.Setup(ctx, telemetry.Config{Service: opt.Function, Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, FlushEvery: cfg.OTLPFlush})
 	if err != nil {
 		pool.Close()

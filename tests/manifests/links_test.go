@@ -27,7 +27,8 @@ var heavyPackages = []struct{ name, path string }{
 // Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
-// engines; agent-step only offers the tools' specs to the model.
+// engines; agent-step only offers the tools' specs to the model; evaluate
+// retrieves from knowledge bases.
 //
 // Every function writes outbox rows and so relays them: each links the
 // EventBridge/SQS and Pub/Sub publishers (shared/cloudbus), chosen at start
@@ -41,6 +42,7 @@ var functionLinks = map[string][]string{
 	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
 	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub"},
 	"agent-step":  {"aws-sdk", "pubsub"},
+	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {
