@@ -9,12 +9,14 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/yuxi-serverless/yuxi/events"
 )
 
-// TypeEvaluationTick is the event a scheduler tick becomes: the evaluation
-// scheduler's type (events' evaluation types), whose data is
-// {"time": <scheduled time, RFC 3339>, "reason": <≤ 64 characters>}.
-const TypeEvaluationTick = "io.yuxi.evaluation.tick.v1"
+// TypeEvaluationTick is the event a scheduler tick becomes
+// (events.EvaluationTick: {"time": <scheduled time, RFC 3339>, "reason": <≤ 64
+// characters>}).
+const TypeEvaluationTick = events.TypeEvaluationTick
 
 // Scheduler tick shapes that carry no CloudEvent of their own and are
 // decoded here into a tick:

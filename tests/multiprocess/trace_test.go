@@ -134,6 +134,9 @@ func TestOneTraceJoinsTheFunctionsOfAChat(t *testing.T) {
 	if first.Attrs["langfuse.session.id"] != th || first.Attrs["langfuse.user.id"] == nil {
 		t.Errorf("agent-step span lacks the Langfuse user/session: %v", first.Attrs)
 	}
+	if claim := one("store call", find("agent-step", "run.claim", func(s telemetrytest.Span) bool { return ancestor(first, s) })); claim.Attrs["db.system.name"] != "postgresql" {
+		t.Errorf("store span attributes: %v", claim.Attrs)
+	}
 	// RED metrics are exported too.
 	for deadline := time.Now().Add(10 * time.Second); col.MetricPoints("yuxi.invocations") == 0 || col.MetricPoints("yuxi.invocation.duration") == 0; {
 		if time.Now().After(deadline) {
