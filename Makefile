@@ -21,17 +21,56 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+.PHONY: sandbox-tools
+sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) and python3 for sandboxes when missing
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "sandbox-tools: installing$$missing"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq$$missing >/dev/null; \
+	fi
+
+.PHONY: docker-engine
+docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (installs docker.io, busybox-static; starts a private dockerd)
+	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
+
+# Test folders with a package.json + package-lock.json (npm ci installs them).
+NPM_DIRS := tests/e2e/openai-npm
+
+.PHONY: npm-deps
+npm-deps: ## Install the npm packages tests use (the official openai client), and Node.js when missing
+	@command -v npm >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "npm-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@for d in $(NPM_DIRS); do \
+		if [ ! -f $$d/node_modules/.package-lock.json ] || [ $$d/package-lock.json -nt $$d/node_modules/.package-lock.json ]; then \
+			(cd $$d && npm ci --silent --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+
 .PHONY: run
-run: services ## Run the whole platform in one process on PORT (default 5050)
-	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
+run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
+	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
 # Every package runs under the race detector: the whole suite takes about 7
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: fuzz
+FUZZTIME ?= 30s
+FUZZ_PKGS := ./functions/intake/intake
+fuzz: services ## Run every fuzz target for FUZZTIME each (default 30s; go test -fuzz takes one target per call)
+	@set -e; for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 .PHONY: bench-tools
 bench-tools: ## Install the floors make bench measures against (pdftotext from poppler-utils, psql)
@@ -67,8 +106,29 @@ lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolat
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 ./tests/manifests/
 
+LAMBDA_ARCH ?= arm64
+.PHONY: build-lambda
+build-lambda: ## Cross-compile every function (functions/*) into bin/lambda/<name>.zip holding a provided.al2023 bootstrap (LAMBDA_ARCH=arm64|amd64)
+	@mkdir -p bin/lambda
+	@for d in functions/*/; do f=$$(basename $$d); [ -f $$d/main.go ] || continue; \
+		mkdir -p bin/lambda/$$f; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -trimpath -tags lambda.norpc -ldflags='-s -w' -o bin/lambda/$$f/bootstrap ./functions/$$f || exit 1; \
+		rm -f bin/lambda/$$f.zip; \
+		if command -v zip >/dev/null 2>&1; then (cd bin/lambda/$$f && zip -q -X ../$$f.zip bootstrap); \
+		else python3 -c 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; z.writestr(i,open(sys.argv[2],"rb").read(),zipfile.ZIP_DEFLATED)' bin/lambda/$$f.zip bin/lambda/$$f/bootstrap; fi || exit 1; \
+		echo "bin/lambda/$$f.zip"; done
+
+.PHONY: localstack-up
+localstack-up: build-lambda ## Start LocalStack with Docker and apply localstack/ init hooks (needs Docker; not available on the CI machines)
+	docker compose -f localstack/docker-compose.yml up -d --wait
+
+.PHONY: localstack-down
+localstack-down: ## Stop LocalStack
+	docker compose -f localstack/docker-compose.yml down -v
+
 .PHONY: build
-build: ## Build every function binary and the all-in-one runner into bin/
+build: ## Build every function binary, the all-in-one runner (yuxi-server) and the yuxi CLI into bin/
 	@mkdir -p bin
 	@for f in $(FUNCTIONS); do $(GO) build -o bin/$$f ./functions/$$f || exit 1; done
-	$(GO) build -o bin/yuxi ./infra/local/cmd/yuxi
+	$(GO) build -o bin/yuxi-server ./infra/local/cmd/yuxi-server
+	$(GO) build -o bin/yuxi ./infra/cli/cmd/yuxi

@@ -10,6 +10,11 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
+	"github.com/yuxi-serverless/yuxi/shared/netguard"
+	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Config is everything a process needs, read once at start.
@@ -23,9 +28,62 @@ type Config struct {
 	Sink string
 	// Runtime: http | lambda | gcf (see faas.DetectRuntime).
 	Runtime string
+	// Relay is YUXI_RELAY: how the outbox publishes events — http (to
+	// K_SINK; the default when K_SINK is set), eventbridge, sqs or pubsub.
+	// The local runner ignores it (in-process bus).
+	Relay string
+	// EventBridgeBus (YUXI_EVENTBRIDGE_BUS, name or ARN) and
+	// EventBridgeSource (YUXI_EVENTBRIDGE_SOURCE, default yuxi.outbox) for
+	// YUXI_RELAY=eventbridge.
+	EventBridgeBus    string
+	EventBridgeSource string
+	// SQSQueues is YUXI_SQS_QUEUES for YUXI_RELAY=sqs: "type=queue-url,…",
+	// "*" for the other types (cloudbus.ParseRoutes).
+	SQSQueues string
+	// AWSRegion (AWS_REGION) and AWSEndpoint (YUXI_AWS_ENDPOINT: another
+	// endpoint for EventBridge and SQS, such as LocalStack's
+	// http://localhost:4566). Credentials come from the AWS SDK's default
+	// chain (the Lambda role's environment, a profile, instance metadata).
+	AWSRegion   string
+	AWSEndpoint string
+	// PubSubTopics is YUXI_PUBSUB_TOPICS for YUXI_RELAY=pubsub: one topic,
+	// or "type=topic,…" with "*" for the other types; PubSubProject is
+	// YUXI_PUBSUB_PROJECT (default GOOGLE_CLOUD_PROJECT); PubSubOrdering
+	// (YUXI_PUBSUB_ORDERING, default on) gives a thread's events its id as
+	// ordering key.
+	PubSubTopics   string
+	PubSubProject  string
+	PubSubOrdering bool
+
+	// OTLPEndpoint is OTEL_EXPORTER_OTLP_ENDPOINT: traces and RED metrics
+	// are exported there over OTLP/HTTP (shared/telemetry); empty: off.
+	// OTLPHeaders is OTEL_EXPORTER_OTLP_HEADERS ("k=v,…"; Langfuse:
+	// Authorization=Basic%20<base64 pk:sk>); OTLPFlush is
+	// OTEL_BSP_SCHEDULE_DELAY (milliseconds, default 1000).
+	OTLPEndpoint string
+	OTLPHeaders  map[string]string
+	OTLPFlush    time.Duration
 
 	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
 	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
+	// EncryptionKey (YUXI_ENCRYPTION_KEY, ≥ 32 bytes, distinct from the JWT
+	// and API key secrets) seals secrets at rest (shared/secret); it is never
+	// stored in the database. EncryptionKeyPrevious (YUXI_ENCRYPTION_KEY_PREVIOUS,
+	// comma-separated) still opens values sealed before a rotation.
+	// EncryptionKeyFile (YUXI_ENCRYPTION_KEY_FILE) is read, or created, when
+	// EncryptionKey is empty; the local runner defaults it to
+	// .yuxi/encryption.key. With neither, storing a secret answers 503
+	// encryption_key_missing.
+	EncryptionKey         string
+	EncryptionKeyPrevious []string
+	EncryptionKeyFile     string
+
+	// TrustedProxies (YUXI_TRUSTED_PROXIES: comma-separated CIDRs, empty by
+	// default) are the peers whose X-Forwarded-For hop names the client.
+	TrustedProxies clientaddr.Resolver
+	// LoginAttemptsPerMinute (YUXI_LOGIN_ATTEMPTS_PER_MINUTE, default 20)
+	// bounds login attempts per client address (429 beyond).
+	LoginAttemptsPerMinute int
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
@@ -46,6 +104,7 @@ type Config struct {
 	SweepStale         time.Duration // YUXI_SWEEP_STALE (default 10m)
 	ToolTimeout        time.Duration // YUXI_TOOL_TIMEOUT (default 5m)
 	SSEHeartbeat       time.Duration // YUXI_SSE_HEARTBEAT (default 15s)
+	SyncWait           time.Duration // YUXI_SYNC_WAIT (default 300s): bound of the blocking invocation routes (agent-call sync, eval/runs, non-streaming /v1/chat/completions); 504 past it, the run goes on
 	SSEMaxDuration     time.Duration // YUXI_SSE_MAX_DURATION (default 30m): an SSE response ends after it; clients resume with Last-Event-ID. Keep it below the request timeout
 	MaxBodyBytes       int64         // YUXI_MAX_BODY_BYTES (default 1 MiB)
 	DBMaxConns         int32         // YUXI_DB_MAX_CONNS (default 20): the pool size of each process
@@ -85,45 +144,70 @@ type Config struct {
 	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
 	IngestConcurrency int
 
+	// OutboundAllow is YUXI_OUTBOUND_ALLOW: comma-separated CIDRs and
+	// host:port pairs the SSRF guard lets through although they are
+	// loopback, private or link-local (empty by default). Every outbound
+	// request a user or admin can point somewhere uses Outbound().
+	OutboundAllow netguard.Allow
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
 }
 
+// Outbound returns the SSRF guard for user-directed outbound HTTP, with the
+// configured allow-list; its Client() is the one client for such requests.
+func (c Config) Outbound() *netguard.Guard {
+	return netguard.New(netguard.Options{Allow: c.OutboundAllow, DialTimeout: 10 * time.Second})
+}
+
 // Load reads the configuration through getenv and validates it.
 func Load(getenv func(string) string, environ []string, defaultPort string) (Config, error) {
 	c := Config{
-		DatabaseURL:        or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
-		RedisURL:           or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
-		RedisPrefix:        or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
-		Port:               or(getenv("PORT"), defaultPort),
-		Sink:               getenv("K_SINK"),
-		Runtime:            getenv("YUXI_RUNTIME"),
-		JWTSecret:          getenv("YUXI_JWT_SECRET"),
-		APIKeySecret:       getenv("YUXI_API_KEY_SECRET"),
-		Environ:            environ,
-		WorkerID:           getenv("YUXI_WORKER_ID"),
-		LogLevel:           or(getenv("LOG_LEVEL"), "info"),
-		CrashAt:            getenv("YUXI_CRASH_AT"),
-		BlobURI:            or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
-		BlobAccessKey:      or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
-		BlobSecretKey:      or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
-		DefaultEmbedding:   or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
-		VectorEngine:       or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
-		OCREngine:          getenv("YUXI_OCR_ENGINE"),
-		OCRBaseURL:         getenv("YUXI_OCR_BASE_URL"),
-		OCRToken:           getenv("YUXI_OCR_TOKEN"),
-		SourceS3Endpoint:   or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
-		SourceS3Region:     getenv("YUXI_SOURCE_S3_REGION"),
-		SourceS3AccessKey:  getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
-		SourceS3SecretKey:  getenv("YUXI_SOURCE_S3_SECRET_KEY"),
-		SourceS3SSL:        getenv("YUXI_SOURCE_S3_SSL") != "false",
-		SourceGCSAccessKey: getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
-		SourceGCSSecretKey: getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
-		SourceGCSEndpoint:  or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
-		SourceGCSSSL:       getenv("YUXI_SOURCE_GCS_SSL") != "false",
-		NotifyToken:        getenv("YUXI_NOTIFY_TOKEN"),
-		CreateDatabase:     getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		DatabaseURL:           or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
+		RedisURL:              or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:           or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
+		Port:                  or(getenv("PORT"), defaultPort),
+		Sink:                  getenv("K_SINK"),
+		Runtime:               getenv("YUXI_RUNTIME"),
+		Relay:                 getenv("YUXI_RELAY"),
+		EventBridgeBus:        getenv("YUXI_EVENTBRIDGE_BUS"),
+		EventBridgeSource:     getenv("YUXI_EVENTBRIDGE_SOURCE"),
+		SQSQueues:             getenv("YUXI_SQS_QUEUES"),
+		AWSRegion:             or(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION")),
+		AWSEndpoint:           getenv("YUXI_AWS_ENDPOINT"),
+		PubSubTopics:          getenv("YUXI_PUBSUB_TOPICS"),
+		PubSubProject:         or(getenv("YUXI_PUBSUB_PROJECT"), getenv("GOOGLE_CLOUD_PROJECT")),
+		PubSubOrdering:        getenv("YUXI_PUBSUB_ORDERING") != "off",
+		OTLPEndpoint:          getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
+		JWTSecret:             getenv("YUXI_JWT_SECRET"),
+		APIKeySecret:          getenv("YUXI_API_KEY_SECRET"),
+		EncryptionKey:         getenv("YUXI_ENCRYPTION_KEY"),
+		EncryptionKeyFile:     getenv("YUXI_ENCRYPTION_KEY_FILE"),
+		EncryptionKeyPrevious: secret.ParsePrevious(getenv("YUXI_ENCRYPTION_KEY_PREVIOUS")),
+		Environ:               environ,
+		WorkerID:              getenv("YUXI_WORKER_ID"),
+		LogLevel:              or(getenv("LOG_LEVEL"), "info"),
+		CrashAt:               getenv("YUXI_CRASH_AT"),
+		BlobURI:               or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
+		BlobAccessKey:         or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
+		BlobSecretKey:         or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
+		DefaultEmbedding:      or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
+		VectorEngine:          or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
+		OCREngine:             getenv("YUXI_OCR_ENGINE"),
+		OCRBaseURL:            getenv("YUXI_OCR_BASE_URL"),
+		OCRToken:              getenv("YUXI_OCR_TOKEN"),
+		SourceS3Endpoint:      or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
+		SourceS3Region:        getenv("YUXI_SOURCE_S3_REGION"),
+		SourceS3AccessKey:     getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
+		SourceS3SecretKey:     getenv("YUXI_SOURCE_S3_SECRET_KEY"),
+		SourceS3SSL:           getenv("YUXI_SOURCE_S3_SSL") != "false",
+		SourceGCSAccessKey:    getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
+		SourceGCSSecretKey:    getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
+		SourceGCSEndpoint:     or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
+		SourceGCSSSL:          getenv("YUXI_SOURCE_GCS_SSL") != "false",
+		NotifyToken:           getenv("YUXI_NOTIFY_TOKEN"),
+		CreateDatabase:        getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
 	}
 	var err error
 	durations := []struct {
@@ -142,6 +226,7 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		{"YUXI_TOOL_TIMEOUT", &c.ToolTimeout, 5 * time.Minute},
 		{"YUXI_SSE_HEARTBEAT", &c.SSEHeartbeat, 15 * time.Second},
 		{"YUXI_SSE_MAX_DURATION", &c.SSEMaxDuration, 30 * time.Minute},
+		{"YUXI_SYNC_WAIT", &c.SyncWait, 300 * time.Second},
 		{"YUXI_FILE_LEASE", &c.FileLease, 15 * time.Minute},
 		{"YUXI_FILE_GRACE", &c.FileGrace, 2 * time.Minute},
 	}
@@ -153,6 +238,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			}
 		}
 	}
+	if c.OTLPHeaders, err = telemetry.ParseHeaders(getenv("OTEL_EXPORTER_OTLP_HEADERS")); err != nil {
+		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %w", err)
+	}
+	c.OTLPFlush = time.Second
+	if v := getenv("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 1 {
+			return c, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY=%q: want milliseconds", v)
+		}
+		c.OTLPFlush = time.Duration(ms) * time.Millisecond
+	}
 	c.DBMaxConns = 20
 	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -161,6 +257,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		}
 		c.DBMaxConns = int32(n)
 	}
+	if c.TrustedProxies, err = clientaddr.Parse(getenv("YUXI_TRUSTED_PROXIES")); err != nil {
+		return c, err
+	}
+	c.LoginAttemptsPerMinute = 20
+	if v := getenv("YUXI_LOGIN_ATTEMPTS_PER_MINUTE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return c, fmt.Errorf("YUXI_LOGIN_ATTEMPTS_PER_MINUTE=%q: want an integer between 1 and 100000", v)
+		}
+		c.LoginAttemptsPerMinute = n
+	}
 	c.IngestConcurrency = max(1, runtime.NumCPU()/2)
 	if v := getenv("YUXI_INGEST_CONCURRENCY"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -168,6 +275,9 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_INGEST_CONCURRENCY=%q: want an integer between 1 and 256", v)
 		}
 		c.IngestConcurrency = n
+	}
+	if c.OutboundAllow, err = netguard.ParseAllow(getenv("YUXI_OUTBOUND_ALLOW")); err != nil {
+		return c, err
 	}
 	c.MaxBodyBytes = 1 << 20
 	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {
@@ -195,6 +305,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("K_SINK=%q: want an http(s) URL", c.Sink)
 		}
 	}
+	if err := c.validateRelay(); err != nil {
+		return err
+	}
 	for name, v := range map[string]string{"YUXI_JWT_SECRET": c.JWTSecret, "YUXI_API_KEY_SECRET": c.APIKeySecret} {
 		if v != "" && len(v) < 32 {
 			return fmt.Errorf("%s must be at least 32 bytes", name)
@@ -205,6 +318,19 @@ func (c Config) validate() error {
 	}
 	if c.JWTSecret != "" && c.JWTSecret == c.APIKeySecret {
 		return fmt.Errorf("YUXI_JWT_SECRET and YUXI_API_KEY_SECRET must differ")
+	}
+	if c.EncryptionKey != "" || len(c.EncryptionKeyPrevious) > 0 {
+		if c.EncryptionKey == "" {
+			return fmt.Errorf("YUXI_ENCRYPTION_KEY_PREVIOUS is set but YUXI_ENCRYPTION_KEY is not")
+		}
+		if _, err := secret.New(c.EncryptionKey, c.EncryptionKeyPrevious...); err != nil {
+			return err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == c.EncryptionKey {
+				return fmt.Errorf("YUXI_ENCRYPTION_KEY must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET")
+			}
+		}
 	}
 	if c.VectorEngine != "postgres" {
 		return fmt.Errorf("YUXI_VECTOR_ENGINE=%q: supported engines: postgres", c.VectorEngine)
@@ -232,6 +358,28 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// Keyring builds the secrets-at-rest keyring: from EncryptionKey, else from
+// EncryptionKeyFile (created when missing), else nil — the ring that refuses
+// to store secrets (secret.ErrNoKey).
+func (c Config) Keyring() (*secret.Keyring, error) {
+	key := c.EncryptionKey
+	if key == "" && c.EncryptionKeyFile != "" {
+		var err error
+		if key, err = secret.LoadOrCreateKeyFile(c.EncryptionKeyFile); err != nil {
+			return nil, err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == key {
+				return nil, fmt.Errorf("the key in %s must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET", c.EncryptionKeyFile)
+			}
+		}
+	}
+	if key == "" {
+		return nil, nil
+	}
+	return secret.New(key, c.EncryptionKeyPrevious...)
 }
 
 // Crasher returns the failpoint hook for CrashAt (nil when unset): it kills

@@ -26,6 +26,7 @@ const (
 	KindTooMany                      // 429
 	KindUnavailable                  // 503
 	KindUnsupportedMedia             // 415
+	KindTimeout                      // 504: a bounded wait ended before the work did (the work goes on)
 )
 
 // Error is a coded domain error. Details, when set, are returned to the client

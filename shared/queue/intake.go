@@ -30,6 +30,8 @@ type Submission struct {
 	QueuePolicy  string
 	Source       string // chat (default)
 	Channel      string // web (default)
+	// ToolApprovalMode is default (when empty) or always_trust.
+	ToolApprovalMode string
 }
 
 // Intake is the answer to a submission (spec §3.2).
@@ -274,7 +276,11 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 			return Intake{}, err
 		}
 		resolved.Model = spec
-		runPayload = run.Payload{ModelSpec: spec, ToolApprovalMode: "default", Context: resolved}
+		mode := sub.ToolApprovalMode
+		if mode == "" {
+			mode = "default"
+		}
+		runPayload = run.Payload{ModelSpec: spec, ToolApprovalMode: mode, Context: resolved}
 		payload, _ = json.Marshal(runPayload)
 		if st.activeID == nil && st.queued == 0 {
 			// Idle thread: the request is the queue's ready head (an empty

@@ -1,10 +1,12 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Tool call statuses (tool_calls.status). A call starts pending (or
@@ -120,7 +123,15 @@ type FanIn struct {
 // statement, committed on its own (fanInSQL): one round trip. A completion
 // that would end a step in which a call waits for the user, and any
 // interrupted result, take the general transaction (completeToolCallTx).
-func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
+func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (out FanIn, err error) {
+	ctx, span := telemetry.StartStore(ctx, "run.complete_tool_call")
+	defer func() { span.End(err) }()
+	return s.completeToolCallSpan(ctx, res)
+}
+
+// completeToolCallSpan is CompleteToolCall inside its store span.
+
+func (s *Store) completeToolCallSpan(ctx context.Context, res ToolResult) (FanIn, error) {
 	out, err := s.completeToolCall(ctx, res)
 	if err == nil && !out.Duplicate && res.StreamAfter != nil {
 		<-res.StreamAfter
@@ -382,9 +393,14 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 		if len(stored.Questions) == 0 {
 			stored.Questions = json.RawMessage("[]")
 		}
-		out, _ := json.Marshal(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
+		// Without HTML escaping: the model reads the user's answer as typed
+		// (same rule as tool.JSON).
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
 		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'success', tool_output = $2, finished_at = clock_timestamp()
-			WHERE id = $1 AND status = 'interrupted'`, c.ID, string(out)); err != nil {
+			WHERE id = $1 AND status = 'interrupted'`, c.ID, strings.TrimSuffix(out.String(), "\n")); err != nil {
 			return 0, err
 		}
 	}
@@ -394,4 +410,34 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 // pendingToolCalls returns the calls of a run step that have not finished.
 func pendingToolCalls(ctx context.Context, db postgres.DB, runID string, stepNo int) ([]ToolCall, error) {
 	return queryToolCalls(ctx, db, `SELECT `+toolCols+` FROM tool_calls WHERE run_id = $1 AND step_no = $2 AND status = 'pending' ORDER BY call_index`, runID, stepNo)
+}
+
+// ToolStat counts one tool's calls in a run.
+type ToolStat struct {
+	Name        string `json:"name"`
+	CallCount   int    `json:"call_count"`
+	ErrorCount  int    `json:"error_count"`
+	Interrupted int    `json:"-"`
+}
+
+// ToolStats counts run id's tool calls per tool (name order): the
+// trajectory an evaluation reads, kept in PostgreSQL after the run's event
+// stream has expired.
+func (s *Store) ToolStats(ctx context.Context, runID string) ([]ToolStat, error) {
+	rows, err := s.pool.Query(ctx, `SELECT tool_name, count(*), count(*) FILTER (WHERE status = 'error'),
+		count(*) FILTER (WHERE status = 'interrupted')
+		FROM tool_calls WHERE run_id = $1 GROUP BY tool_name ORDER BY tool_name`, runID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []ToolStat{}
+	for rows.Next() {
+		var t ToolStat
+		if err := rows.Scan(&t.Name, &t.CallCount, &t.ErrorCount, &t.Interrupted); err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
 }

@@ -124,6 +124,24 @@ func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread,
 	return s.Get(ctx, uid, id)
 }
 
+// Ensure returns uid's thread threadID, creating it for agentID when no
+// thread has that id (the invocation entries derive thread ids from their
+// callers, as the original). A thread of another user, or a deleted one, is
+// ErrNotFound: an id never reaches across tenants. source is kept in the
+// thread's metadata; agent_call and agent_evaluation threads are hidden from
+// List, as the original hides them from the chat list.
+func (s *Store) Ensure(ctx context.Context, uid, threadID, agentID, title, source string) (Thread, error) {
+	if threadID == "" || len(threadID) > 64 {
+		return Thread{}, failure.Unprocessable("invalid_thread_id", "thread_id must be 1 to 64 characters")
+	}
+	meta, _ := json.Marshal(map[string]string{"source": source})
+	if _, err := s.pool.Exec(ctx, `INSERT INTO conversations (thread_id, uid, agent_id, title, extra_metadata)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (thread_id) DO NOTHING`, threadID, uid, agentID, title, meta); err != nil {
+		return Thread{}, fmt.Errorf("ensure thread: %w", err)
+	}
+	return s.Get(ctx, uid, threadID)
+}
+
 func (s *Store) byRequest(ctx context.Context, uid, requestID string) (Thread, error) {
 	t, err := scanThread(s.pool.QueryRow(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
 		WHERE c.uid = $1 AND c.creation_request_id = $2 AND c.status <> 'deleted'`, uid, requestID))
@@ -162,6 +180,7 @@ func (s *Store) List(ctx context.Context, uid, agentID string, limit, offset int
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
 		WHERE c.uid = $1 AND c.status <> 'deleted' AND ($2 = '' OR c.agent_id = $2)
+			AND coalesce(c.extra_metadata->>'source', '') NOT IN ('agent_call', 'agent_evaluation')
 		ORDER BY c.is_pinned DESC, c.updated_at DESC, c.id DESC LIMIT $3 OFFSET $4`, uid, agentID, limit, offset)
 	if err != nil {
 		return nil, err

@@ -370,7 +370,7 @@ func e2eCorpus(ds *retrievaleval.Dataset) []ingestDoc {
 // intake's latency on a light request is sampled idle and while ingesting.
 func figEndToEnd(ctx context.Context, e *env, r *benchkit.Report, ds *retrievaleval.Dataset) error {
 	docs := e2eCorpus(ds)
-	r.Detail("(c, d) end to end: the local runner (./infra/local/cmd/yuxi: every function in one process, the in-process bus, default "+
+	r.Detail("(c, d) end to end: the local runner (./infra/local/cmd/yuxi-server: every function in one process, the in-process bus, default "+
 		"settings) on a bench database; %d files (Markdown, text and HTML SciFact abstracts in turn, %d three-page dense PDFs) "+
 		"uploaded over HTTP (POST /api/knowledge/files/upload, %d at once), then added in one POST …/documents; stage times "+
 		"per file from the KB's status notices (GET …/events, time of receipt): queue wait (added → parsing), parse, "+

@@ -22,7 +22,7 @@ var functionNames = []string{"intake", "dispatcher", "agent-step", "tool-invoke"
 
 // localRunner is the all-in-one local runner (every function in one
 // process, `make run`), which figure 7 ingests through.
-const localRunner = "yuxi"
+const localRunner = "yuxi-server"
 
 // buildBinaries builds every function (go build -o dir ./functions/<name>…),
 // the local runner and the hello-world floor of figure 4, whose source is

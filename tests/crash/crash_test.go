@@ -53,7 +53,7 @@ type scenario struct {
 }
 
 func TestRunsSurviveSIGKILL(t *testing.T) {
-	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
+	bin := testkit.Build(t, "./infra/local/cmd/yuxi-server")
 	scenarios := []scenario{
 		{name: "after-claim", crashAt: "step.claimed"},
 		{name: "mid-stream", crashAt: "step.streaming"},

@@ -76,7 +76,7 @@ type ingestScenario struct {
 }
 
 func TestIngestionSurvivesSIGKILL(t *testing.T) {
-	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
+	bin := testkit.Build(t, "./infra/local/cmd/yuxi-server")
 	scenarios := []ingestScenario{
 		{name: "parse-claimed", crashAt: "parse.claimed", files: 3},
 		{name: "parse-before-commit", crashAt: "parse.before_commit", files: 3},

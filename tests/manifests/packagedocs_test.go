@@ -60,6 +60,9 @@ var thirdParty = map[string][]string{
 	"go-redis":                            {"github.com/redis/go-redis/"},
 	"golang-jwt":                          {"github.com/golang-jwt/jwt/"},
 	"x/crypto":                            {"golang.org/x/crypto/"},
+	"go-oidc":                             {"github.com/coreos/go-oidc/"},
+	"x/oauth2":                            {"golang.org/x/oauth2"},
+	"go-jose":                             {"github.com/go-jose/go-jose/"},
 	"minio-go":                            {"github.com/minio/minio-go/"},
 	"openai-go":                           {"github.com/openai/openai-go/"},
 	"aws-lambda-go":                       {"github.com/aws/aws-lambda-go/"},
@@ -73,6 +76,8 @@ var thirdParty = map[string][]string{
 	"golang.org/x/text encodings":         {"golang.org/x/text/encoding"},
 	"the milvus go client":                {"github.com/milvus-io/milvus/client/v2"},
 	"its proto types":                     {"github.com/milvus-io/milvus-proto/"},
+	"the aws sdk":                         {"github.com/aws/aws-sdk-go-v2/"},
+	"the google cloud pub/sub client":     {"cloud.google.com/go/pubsub/"},
 }
 
 var (

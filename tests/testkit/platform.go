@@ -73,6 +73,7 @@ func (s Stack) Env(extra Env) Env {
 		"YUXI_SWEEP_STALE":            "20s",
 		"YUXI_SSE_HEARTBEAT":          "15s",
 		"LOG_LEVEL":                   "warn",
+		"YUXI_ENCRYPTION_KEY":         "testkit-encryption-key-0123456789abcdef",
 	}
 	for k, v := range extra {
 		e[k] = v
@@ -139,7 +140,7 @@ type buildResult struct {
 	err  error
 }
 
-// Build compiles a main package (e.g. "./infra/local/cmd/yuxi") once per test
+// Build compiles a main package (e.g. "./infra/local/cmd/yuxi-server") once per test
 // binary and returns the executable's path.
 func Build(t testing.TB, pkg string) string {
 	t.Helper()

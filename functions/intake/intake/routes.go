@@ -2,6 +2,7 @@ package intake
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
@@ -37,6 +38,10 @@ const (
 	ManageKB     Check = "kb_manage"     // {kb_id} may be managed by the caller
 	NotifyToken  Check = "notify_token"  // the bucket-notification shared secret
 	AgentsInBody Check = "agent_in_body" // the agent (and thread) named in the body are the caller's
+	ManageUser   Check = "user_manage"   // {user_id} is managed by the caller (an admin: users of its department)
+	Superadmin   Check = "superadmin"    // only the superadmin reaches it (the role check is the resource check)
+	CLISession   Check = "cli_session"   // {user_code} is a pending CLI login or one the caller approved
+	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
 	// ReadDataset and ManageDataset: {dataset_id}'s knowledge base is shared
 	// with the caller (read), or may be managed by them.
 	ReadDataset   Check = "dataset_read"
@@ -77,6 +82,44 @@ func (s *Server) Routes() []Route {
 		{"POST", "/api/auth/users", Admin, NoCheck, s.createUser},
 		{"GET", "/api/auth/users", Admin, NoCheck, s.listUsers},
 
+		// Users, profiles, impersonation (routes_users.go).
+		{"GET", "/api/auth/users/access-options", Admin, NoCheck, s.userAccessOptions},
+		{"GET", "/api/auth/users/{user_id}", Admin, ManageUser, s.getUser},
+		{"PUT", "/api/auth/users/{user_id}", Admin, ManageUser, s.updateUser},
+		{"DELETE", "/api/auth/users/{user_id}", Admin, ManageUser, s.deleteUser},
+		{"POST", "/api/auth/validate-username", Admin, NoCheck, s.validateUsername},
+		{"GET", "/api/auth/check-uid/{uid}", Admin, NoCheck, s.checkUID}, // {uid} is a candidate login id
+		{"PUT", "/api/auth/profile", User, NoCheck, s.updateProfile},
+		{"POST", "/api/auth/upload-avatar", User, NoCheck, s.uploadAvatar},
+		{"POST", "/api/auth/impersonate/{user_id}", SuperAdmin, Superadmin, s.impersonate},
+
+		// Departments (routes_dept.go).
+		{"GET", "/api/departments", Admin, NoCheck, s.listDepartments},
+		{"POST", "/api/departments", SuperAdmin, Superadmin, s.createDepartment},
+		{"GET", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.getDepartment},
+		{"PUT", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.updateDepartment},
+		{"DELETE", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.deleteDepartment},
+
+		// CLI device login (routes_cli_login.go).
+		{"POST", "/api/auth/cli/sessions", Public, NoCheck, s.createCLISession},
+		{"GET", "/api/auth/cli/sessions/{user_code}", User, CLISession, s.getCLISession},
+		{"POST", "/api/auth/cli/sessions/{user_code}/approve", User, CLISession, s.approveCLISession},
+		{"POST", "/api/auth/cli/sessions/token", Public, NoCheck, s.exchangeCLISession},
+
+		// OIDC login (routes_oidc.go).
+		{"GET", "/api/auth/oidc/config", Public, NoCheck, s.oidcConfig},
+		{"GET", "/api/auth/oidc/login-url", Public, NoCheck, s.oidcLoginURL},
+		{"GET", "/api/auth/oidc/callback", Public, NoCheck, s.oidcCallback},
+		{"POST", "/api/auth/oidc/exchange-code", Public, NoCheck, s.oidcExchangeCode},
+
+		// The caller's own settings and images (routes_user_settings.go).
+		{"GET", "/api/user/config", User, NoCheck, s.getUserConfig},
+		{"PUT", "/api/user/config", User, NoCheck, s.updateUserConfig},
+		{"GET", "/api/user/agent-env", User, NoCheck, s.getAgentEnv},
+		{"PUT", "/api/user/agent-env", User, NoCheck, s.updateAgentEnv},
+		{"POST", "/api/user/upload-image", User, NoCheck, s.uploadUserImage},
+		{"GET", userImagesPrefix + "{image_key...}", Public, NoCheck, s.userImage}, // the key is the capability
+
 		// API keys (routes_apikey.go).
 		{"GET", "/api/user/apikey", User, NoCheck, s.listAPIKeys},
 		{"GET", "/api/user/apikey/{$}", User, NoCheck, s.listAPIKeys},
@@ -95,8 +138,9 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/{agent_id}", User, ReadAgent, s.getAgent},
 		{"PUT", "/api/agent/{agent_id}", User, ManageAgent, s.updateAgent},
 		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
-		{"POST", "/api/agent/{agent_id}/set_default", Admin, ReadAgent, s.setDefaultAgent},
+		{"POST", "/api/agent/{agent_id}/set_default", SuperAdmin, ReadAgent, s.setDefaultAgent}, // the instance default: superadmin only
 		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
+		{"GET", "/api/system/tools/options", User, NoCheck, s.toolOptions},
 
 		// Threads (routes_thread.go).
 		{"POST", "/api/chat/thread", User, AgentsInBody, s.createThread},
@@ -118,6 +162,16 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/thread/{thread_id}/requests", User, OwnThread, s.threadRequests},
 		{"POST", "/api/agent/thread/{thread_id}/requests/continue", User, OwnThread, s.continueRequests},
 		{"GET", "/api/agent/thread/{thread_id}/active_run", User, OwnThread, s.activeRun},
+
+		// Agents for other programs (routes_invoke.go), through the same intake.
+		{"POST", "/api/agent-invocation/agent-call/runs", User, AgentsInBody, s.agentCall},
+		{"POST", "/api/agent-invocation/agent-call/runs/result", User, RunInBody, s.agentCallResult},
+		{"POST", "/api/agent-invocation/channel/messages", User, AgentsInBody, s.channelMessage},
+		{"POST", "/api/agent-invocation/eval/runs", User, AgentsInBody, s.evalRun},
+
+		// OpenAI-compatible endpoint (routes_openai.go): agents as models.
+		{"GET", "/v1/models", User, NoCheck, s.v1Models},
+		{"POST", "/v1/chat/completions", User, AgentsInBody, s.v1ChatCompletions},
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
@@ -229,8 +283,15 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
 	}
 	mux.HandleFunc("/api/", notFound)
+	mux.HandleFunc(openAIPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeOpenAIError(w, s.log, failure.NotFound("route_not_found", "no route %s %s", r.Method, r.URL.Path))
+	})
 	ext.HandleFunc("/", notFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := refuseUncleanPath(r); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, externalPrefix) {
 			ext.ServeHTTP(w, r)
 			return
@@ -244,9 +305,25 @@ func (s *Server) Handler() http.Handler {
 // can only be logged.
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.d.Telemetry != nil {
+			ctx, inv := s.d.Telemetry.StartHTTP(r.Context(), rt.Method, rt.Path, r.Header.Get("Traceparent"))
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			defer func() { inv.End(strconv.Itoa(sw.status/100)+"xx", sw.status >= 500, nil) }()
+			w, r = sw, r.WithContext(ctx)
+		}
+		writeErr := writeError
+		if isOpenAIPath(rt.Path) {
+			writeErr = writeOpenAIError
+		}
 		p, err := s.authorize(r, rt.Access)
+		if err == nil {
+			err = checkPathParams(r, rt.Path)
+		}
+		if err == nil {
+			err = checkQuery(r)
+		}
 		if err != nil {
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 			return
 		}
 		tw := &trackingWriter{ResponseWriter: w}
@@ -255,7 +332,7 @@ func (s *Server) serve(rt Route) http.Handler {
 				s.log.Warn("route failed after its answer started", "route", rt.Pattern(), "error", err)
 				return
 			}
-			writeError(w, s.log, err)
+			writeErr(w, s.log, err)
 		}
 	})
 }
@@ -304,3 +381,23 @@ func (t *trackingWriter) Flush() {
 
 // Unwrap serves http.ResponseController.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// statusWriter remembers the status a route answered, for its span and
+// metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -63,7 +63,8 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 		return nil
 	}
 	out, err := s.d.Queue.Submit(r.Context(), queue.Submission{Subject: subject(p), Query: in.Query, AgentSlug: in.AgentSlug,
-		ThreadID: in.ThreadID, RequestID: requestID, ImageContent: in.ImageContent, ModelSpec: in.ModelSpec, QueuePolicy: in.QueuePolicy})
+		ThreadID: in.ThreadID, RequestID: requestID, ImageContent: in.ImageContent, ModelSpec: in.ModelSpec, QueuePolicy: in.QueuePolicy,
+		ToolApprovalMode: in.ToolApproval})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 )
 
@@ -22,6 +23,8 @@ type Server struct {
 	log *slog.Logger
 	// kb runs the knowledge routes' use cases (nil when d.KBs is).
 	kb *kb.Library
+	// inv runs the invocation routes' use cases (agent-call, channels, eval, /v1).
+	inv *invoke.Service
 }
 
 // New returns the API server. Every dependency is built by main and passed in.
@@ -32,7 +35,8 @@ func New(d Deps) *Server {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{d: d, log: d.Log}
+	s := &Server{d: d, log: d.Log, inv: invoke.New(invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads,
+		Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait})}
 	if d.KBs != nil {
 		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
 			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Log: d.Log})
