@@ -185,5 +185,5 @@ var schemaNames = map[string]string{
 func Types() []string {
 	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested,
 		TypeDocumentUploaded, TypeDocumentParsed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted,
-		TypeEvaluationBatchReady, TypeDatasetBatchReady}
+		TypeEvaluationBatchReady, TypeDatasetBatchReady, TypeEvaluationTick, TypeEvaluationRegressed}
 }

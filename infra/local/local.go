@@ -2,7 +2,8 @@
 // function (intake, dispatcher, agent-step, tool-invoke, doc-parse, kb-index,
 // evaluate) in one process, wires
 // them with the in-process event bus (the same routing Knative Triggers give),
-// runs the outbox relay and the dispatcher's sweep on a timer, and serves the
+// runs the outbox relay, the dispatcher's sweep and the evaluation scheduler's
+// tick on timers, and serves the
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
 // Imported by: infra/local/cmd/yuxi-server (main), tests and benchmarks.
@@ -51,6 +52,7 @@ type Platform struct {
 	Routers []*faas.Router
 	hub     *runstream.Hub
 	sweep   *dispatcher.Handler
+	eval    *evaluate.Handler
 }
 
 // App is what the platform opened: the core (its fields promoted: App.Pool,
@@ -159,7 +161,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies, Evaluation: evals})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
-		hub: hub, sweep: disp}, nil
+		hub: hub, sweep: disp, eval: eval}, nil
 }
 
 // Run serves until ctx ends: the API on addr, the relay, the stream hub and
@@ -174,10 +176,11 @@ func (p *Platform) Run(ctx context.Context, addr string, ready func(net.Addr)) e
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); errs <- p.App.Relay.Run(ctx) }()
 	go func() { defer wg.Done(); errs <- ignoreCanceled(p.hub.Run(ctx)) }()
 	go func() { defer wg.Done(); p.sweepLoop(ctx) }()
+	go func() { defer wg.Done(); p.tickLoop(ctx) }()
 
 	srv := &http.Server{Handler: p.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
@@ -210,6 +213,25 @@ func (p *Platform) sweepLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// tickLoop is the local scheduler: at the start of every minute it ticks
+// the evaluate function (the in-process PingSource), which starts the
+// scheduled evaluations due by then, once each.
+func (p *Platform) tickLoop(ctx context.Context) {
+	for {
+		now := time.Now()
+		next := now.Truncate(time.Minute).Add(time.Minute)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(next.Sub(now)):
+		}
+		tick := events.EvaluationTick{Time: next.UTC().Format(time.RFC3339), Reason: "schedule"}
+		if err := p.eval.Tick(ctx, tick); err != nil && ctx.Err() == nil {
+			p.App.Log.Warn("evaluation tick", "error", err)
 		}
 	}
 }

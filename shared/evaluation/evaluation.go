@@ -20,7 +20,8 @@
 // Imported by: functions/intake (routes), shared/bootstrap/knowledge (which
 // builds it for the mains of intake and evaluate, and infra/local), tests.
 // May import: events, shared/access, shared/failure, shared/kb, shared/llm,
-// shared/outbox, shared/postgres, shared/retrievaleval, pgx.
+// shared/outbox, shared/postgres, shared/retrievaleval, pgx, robfig/cron (the
+// schedules' cron parser).
 package evaluation
 
 import (

@@ -89,6 +89,7 @@ var checkParam = map[intake.Check]string{
 	intake.OwnThread: "thread_id", intake.OwnRun: "run_id", intake.OwnRequest: "request_id", intake.OwnAPIKey: "api_key_id",
 	intake.ReadAgent: "agent_id", intake.ManageAgent: "agent_id", intake.ReadKB: "kb_id", intake.ManageKB: "kb_id",
 	intake.ReadDataset: "dataset_id", intake.ManageDataset: "dataset_id",
+	intake.ReadSchedule: "schedule_id", intake.ManageSchedule: "schedule_id",
 }
 
 // readOnlyWrites are non-GET routes with a read check, and why reading is enough.
@@ -227,6 +228,8 @@ func TestTwoAccountSuite(t *testing.T) {
 	if run := kbOwner.WaitEvaluationRun(kbID, evalRunID, 30*time.Second, nil); run["status"] != "completed" {
 		t.Fatalf("owner's evaluation run: %v", run)
 	}
+	scheduleID := kbOwner.Data("POST", "/api/evaluation/schedules", map[string]any{"kb_id": kbID, "cron": "0 3 * * *",
+		"dataset_id": datasetID}).(map[string]any)["schedule_id"].(string)
 	testkit.WaitKnowledgeSettled(t, pool, bucketSettle)
 
 	// B's own KB, for calls that pair it with A's document, folder, source
@@ -235,7 +238,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	rivalFolder := rival.OK("POST", "/api/knowledge/databases/"+rivalKB+"/folders", map[string]any{"folder_name": "rival's folder"})["file_id"].(string)
 	// A's ids and secrets, none of which a list answers B with.
 	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
-		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin", datasetID, evalRunID, "owner's benchmark"}
+		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin", datasetID, evalRunID, "owner's benchmark", scheduleID}
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
@@ -251,7 +254,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
-		"dataset_id": datasetID, "run_id": evalRunID}
+		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID}
 	chat := func(reader *testkit.Client) fixture {
 		return fixture{ids: chatIDs, status: []int{403, 404}, codeOK: refusalCode, callers: attackers, reader: reader}
 	}
@@ -265,16 +268,18 @@ func TestTwoAccountSuite(t *testing.T) {
 	notifyBody := testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "owner-bucket", Key: "docs/intruder.md", Size: 10,
 		ETag: "0123456789abcdef0123456789abcdef", Sequencer: "01"})
 	fixtures := map[intake.Check]fixture{
-		intake.OwnThread:     chat(nil),
-		intake.OwnRun:        chat(nil),
-		intake.OwnRequest:    chat(nil),
-		intake.OwnAPIKey:     chat(nil),
-		intake.ReadAgent:     chat(carol),
-		intake.ManageAgent:   chat(carol),
-		intake.ReadKB:        knowledge(kbReader),
-		intake.ManageKB:      knowledge(kbReader),
-		intake.ReadDataset:   knowledge(kbReader),
-		intake.ManageDataset: knowledge(kbReader),
+		intake.OwnThread:      chat(nil),
+		intake.OwnRun:         chat(nil),
+		intake.OwnRequest:     chat(nil),
+		intake.OwnAPIKey:      chat(nil),
+		intake.ReadAgent:      chat(carol),
+		intake.ManageAgent:    chat(carol),
+		intake.ReadKB:         knowledge(kbReader),
+		intake.ManageKB:       knowledge(kbReader),
+		intake.ReadDataset:    knowledge(kbReader),
+		intake.ManageDataset:  knowledge(kbReader),
+		intake.ReadSchedule:   knowledge(kbReader),
+		intake.ManageSchedule: knowledge(kbReader),
 		intake.NotifyToken: {status: []int{401}, codeOK: func(code string) bool { return code == "invalid_notify_token" },
 			callers: []caller{{"anonymous", bob.As(""), false}, {"a user's bearer token", bob, false}},
 			call: map[string][]func(c *testkit.Client) testkit.Response{"POST /api/knowledge/notifications": {
@@ -536,13 +541,13 @@ func TestTwoAccountSuite(t *testing.T) {
 		if f.reader != nil && len(f.call[rt.Pattern()]) == 0 {
 			path, _ := fill(rt.Path, f.ids)
 			switch {
-			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset:
+			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset || rt.Check == intake.ManageSchedule:
 				r := f.reader.Do(rt.Method, path, hostile)
 				calls++
 				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_manage_forbidden") {
 					t.Errorf("reader: %s %s: %d %s, want 403 *_manage_forbidden", rt.Method, path, r.Status, r.Body)
 				}
-			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB || rt.Check == intake.ReadDataset):
+			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB || rt.Check == intake.ReadDataset || rt.Check == intake.ReadSchedule):
 				path += readerQuery[rt.Pattern()]
 				if r := f.reader.Do(rt.Method, path, nil); r.Status != http.StatusOK {
 					t.Errorf("reader: %s %s: %d %s, want 200 (the route declares only a read check)", rt.Method, path, r.Status, r.Body)
@@ -564,6 +569,9 @@ func TestTwoAccountSuite(t *testing.T) {
 		{"DELETE", rivalBase + "/documents/batch", map[string]any{"file_ids": []string{docID}}},
 		{"POST", rivalBase + "/folders", map[string]any{"folder_name": "pwned", "parent_id": folderID}},
 		{"PUT", rivalBase + "/documents/" + rivalFolder + "/move", map[string]any{"new_parent_id": folderID}},
+		{"POST", "/api/evaluation/databases/" + rivalKB + "/runs", map[string]any{"dataset_id": datasetID}},
+		{"POST", "/api/evaluation/schedules", map[string]any{"kb_id": rivalKB, "cron": "0 3 * * *", "dataset_id": datasetID}},
+		{"POST", "/api/evaluation/schedules", map[string]any{"kb_id": kbID, "cron": "0 3 * * *", "dataset_id": datasetID}},
 	} {
 		r := rival.Do(call.method, call.path, call.body)
 		calls++
@@ -628,8 +636,12 @@ func TestTwoAccountSuite(t *testing.T) {
 		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
 			continue
 		}
-		path, _ := fill(rt.Path, map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID,
-			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image})
+		ids := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID,
+			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
+		if owner == kbOwner {
+			ids = kbIDs // a KB's run_id is an evaluation run's
+		}
+		path, _ := fill(rt.Path, ids)
 		path += readerQuery[rt.Pattern()]
 		if r := owner.Do("GET", path, nil); r.Status != http.StatusOK {
 			t.Errorf("owner: GET %s: %d %s", path, r.Status, r.Body)

@@ -56,6 +56,7 @@ import (
 // path prefixes.
 var thirdParty = map[string][]string{
 	"pgx":                                 {"github.com/jackc/pgx/"},
+	"robfig/cron":                         {"github.com/robfig/cron/"},
 	"go-redis":                            {"github.com/redis/go-redis/"},
 	"golang-jwt":                          {"github.com/golang-jwt/jwt/"},
 	"x/crypto":                            {"golang.org/x/crypto/"},

@@ -13,6 +13,7 @@ package evaluate
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -23,10 +24,13 @@ import (
 type Evaluator interface {
 	EvaluateBatch(ctx context.Context, runID string, batch int) error
 	GenerateBatch(ctx context.Context, datasetID string, batch int) error
+	Tick(ctx context.Context, at time.Time) ([]string, error)
 }
 
 // Config tunes the handler.
 type Config struct {
+	// Now is the clock of ticks without a time (default time.Now).
+	Now func() time.Time
 	// Crash is called at named crash points (tests).
 	Crash func(point string)
 }
@@ -43,6 +47,9 @@ func New(ev Evaluator, cfg Config, log *slog.Logger) *Handler {
 	if log == nil {
 		log = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Handler{ev: ev, cfg: cfg, log: log}
 }
 
@@ -50,6 +57,11 @@ func New(ev Evaluator, cfg Config, log *slog.Logger) *Handler {
 func (h *Handler) Register(r *faas.Router) {
 	faas.On(r, h.Batch)
 	faas.On(r, h.DatasetBatch)
+	faas.On(r, h.Tick)
+	// A Knative PingSource sinking straight to this Service (not through the
+	// Broker, whose ping Trigger goes to the dispatcher) carries tick data.
+	faas.OnType(r, events.TypeKnativePing, h.Tick)
+	faas.On(r, h.Regressed)
 }
 
 // Batch evaluates one batch of a run. A coded failure that could not even
@@ -72,4 +84,31 @@ func (h *Handler) DatasetBatch(ctx context.Context, in events.DatasetBatchReady)
 		return faas.Permanent(err)
 	}
 	return err
+}
+
+// Tick starts the scheduled evaluations due at the tick's time (its own
+// clock when the tick has none), each once however many instances receive
+// ticks of the same minute.
+func (h *Handler) Tick(ctx context.Context, in events.EvaluationTick) error {
+	at := h.cfg.Now()
+	if in.Time != "" {
+		t, err := time.Parse(time.RFC3339, in.Time)
+		if err != nil {
+			return faas.Permanent(err)
+		}
+		at = t
+	}
+	runs, err := h.ev.Tick(ctx, at)
+	if len(runs) > 0 {
+		h.log.Info("scheduled evaluations started", "runs", runs, "at", at)
+	}
+	return err
+}
+
+// Regressed reports a gated run that regressed. (The webhook notification
+// waits for the platform's SSRF-guarded client.)
+func (h *Handler) Regressed(ctx context.Context, in events.EvaluationRegressed) error {
+	h.log.Warn("evaluation regressed", "run", in.RunID, "schedule", in.ScheduleID, "kb", in.KBID, "metric", in.Metric,
+		"value", in.Value, "baseline", in.Baseline, "baseline_run", in.BaselineRunID, "tolerance", in.Tolerance)
+	return nil
 }

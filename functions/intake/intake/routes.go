@@ -46,6 +46,10 @@ const (
 	// with the caller (read), or may be managed by them.
 	ReadDataset   Check = "dataset_read"
 	ManageDataset Check = "dataset_manage"
+	// ReadSchedule and ManageSchedule: {schedule_id}'s knowledge base is
+	// shared with the caller (read), or may be managed by them.
+	ReadSchedule   Check = "schedule_read"
+	ManageSchedule Check = "schedule_manage"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -249,6 +253,13 @@ func (s *Server) evaluationRoutes() []Route {
 		{"GET", "/api/evaluation/databases/{kb_id}/runs", Admin, ReadKB, s.listEvaluationRuns},
 		{"GET", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ReadKB, s.getEvaluationRun},
 		{"DELETE", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ManageKB, s.deleteEvaluationRun},
+		// Beyond the original: schedules with gates, and metric history.
+		{"GET", "/api/evaluation/schedules", Admin, NoCheck, s.listSchedules},   // the schedules of KBs the caller reads
+		{"POST", "/api/evaluation/schedules", Admin, NoCheck, s.createSchedule}, // manage access to the body's kb_id
+		{"GET", "/api/evaluation/schedules/{schedule_id}", Admin, ReadSchedule, s.getSchedule},
+		{"PUT", "/api/evaluation/schedules/{schedule_id}", Admin, ManageSchedule, s.updateSchedule},
+		{"DELETE", "/api/evaluation/schedules/{schedule_id}", Admin, ManageSchedule, s.deleteSchedule},
+		{"GET", "/api/evaluation/history", Admin, NoCheck, s.evaluationHistory}, // ?target= a KB or schedule the caller reads
 	}
 }
 

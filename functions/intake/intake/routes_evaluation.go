@@ -280,3 +280,91 @@ func (s *Server) resumeDataset(w http.ResponseWriter, r *http.Request, p auth.Pr
 	writeData(w, res)
 	return nil
 }
+
+func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	list, err := ev.Schedules(r.Context(), subject(p))
+	if err != nil {
+		return err
+	}
+	writeData(w, list)
+	return nil
+}
+
+func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	var in evaluation.ScheduleInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		return err
+	}
+	sc, err := ev.CreateSchedule(r.Context(), subject(p), in)
+	if err != nil {
+		return err
+	}
+	writeData(w, sc)
+	return nil
+}
+
+func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	sc, err := ev.GetSchedule(r.Context(), subject(p), r.PathValue("schedule_id"))
+	if err != nil {
+		return err
+	}
+	writeData(w, sc)
+	return nil
+}
+
+func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	var in evaluation.ScheduleInput
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		return err
+	}
+	sc, err := ev.UpdateSchedule(r.Context(), subject(p), r.PathValue("schedule_id"), in)
+	if err != nil {
+		return err
+	}
+	writeData(w, sc)
+	return nil
+}
+
+func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	if err := ev.DeleteSchedule(r.Context(), subject(p), r.PathValue("schedule_id")); err != nil {
+		return err
+	}
+	writeData(w, nil)
+	return nil
+}
+
+// evaluationHistory answers a metric over time: ?target= a KB or schedule
+// id (none: every KB the caller reads), ?metric= (default overall_score).
+func (s *Server) evaluationHistory(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	points, err := ev.History(r.Context(), subject(p), q.Get("target"), q.Get("metric"))
+	if err != nil {
+		return err
+	}
+	writeData(w, map[string]any{"target": q.Get("target"), "metric": q.Get("metric"), "points": points})
+	return nil
+}
