@@ -47,7 +47,7 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "5", Name: "figure 5 (retrieval quality)", Run: figQuality},
 	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
 	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
-	{ID: "12", Name: "figure 12 (OpenAI stream vs run SSE)", Run: figOpenAI},
+	{ID: "12", Name: "figure 12 (external clients: /v1 stream, yuxi kb upload)", Run: figExternal},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
