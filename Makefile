@@ -21,6 +21,20 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+.PHONY: sandbox-tools
+sandbox-tools: ## Install bubblewrap (the sandbox provisioner's bwrap backend) and python3 for sandboxes when missing
+	@missing=""; command -v bwrap >/dev/null 2>&1 || missing="$$missing bubblewrap"; \
+	test -x /usr/bin/python3 || missing="$$missing python3"; \
+	if [ -n "$$missing" ]; then \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "sandbox-tools: installing$$missing"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq$$missing >/dev/null; \
+	fi
+
+.PHONY: docker-engine
+docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (installs docker.io, busybox-static; starts a private dockerd)
+	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
+
 # Test folders with a package.json + package-lock.json (npm ci installs them).
 NPM_DIRS := tests/e2e/openai-npm
 
@@ -36,7 +50,7 @@ npm-deps: ## Install the npm packages tests use (the official openai client), an
 	done
 
 .PHONY: run
-run: services ## Run the whole platform in one process on PORT (default 5050)
+run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
@@ -44,8 +58,19 @@ run: services ## Run the whole platform in one process on PORT (default 5050)
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: fuzz
+FUZZTIME ?= 30s
+FUZZ_PKGS := ./functions/intake/intake
+fuzz: services ## Run every fuzz target for FUZZTIME each (default 30s; go test -fuzz takes one target per call)
+	@set -e; for pkg in $(FUZZ_PKGS); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
 
 .PHONY: bench-tools
 bench-tools: ## Install the floors make bench measures against (pdftotext from poppler-utils, psql)

@@ -1,5 +1,4 @@
-// Command intake serves the public HTTP API (an HTTP service, a Lambda
-// Function URL with response streaming, or a Cloud Run function).
+// Command intake serves the public HTTP API (HTTP, a Lambda Function URL with response streaming, or Cloud Run).
 package main
 
 import (
@@ -12,6 +11,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/identity"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -45,15 +45,15 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	authSvc, err := chat.Auth(ctx, core)
+	id, err := identity.Open(ctx, core, know.Blob)
 	if err != nil {
 		return err
 	}
 	kit, hub := chat.Open(core, know.Tools()...), core.NewHub()
-	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
-		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: know.KBs, Retriever: know.Retriever,
-		Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors, Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken})
+	api := intake.New(intake.Deps{Auth: id.Auth, Settings: id.Settings, OIDC: id.OIDC, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
+		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat,
+		SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: know.KBs, Retriever: know.Retriever, Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors,
+		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies})
 	go hub.Run(ctx)        //nolint:errcheck // ends with ctx
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})

@@ -5,7 +5,7 @@
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
 //
 // Imported by: infra/local/cmd/yuxi-server (main), tests and benchmarks.
-// May import: functions/*/<handler package>, shared/*, events, the CloudEvents SDK.
+// May import: functions/*/<handler package>, shared/*, infra/sandbox-provisioner/*, events, the CloudEvents SDK.
 package local
 
 import (
@@ -28,6 +28,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/identity"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -89,7 +90,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		core.Close()
 		return nil, err
 	}
-	authSvc, err := chat.Auth(ctx, core)
+	id, err := identity.Open(ctx, core, app.Knowledge.Blob)
 	if err != nil {
 		core.Close()
 		return nil, err
@@ -124,10 +125,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter))
 
 	hub := core.NewHub()
-	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
+	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
-		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken})
+		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
+		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
 		hub: hub, sweep: disp}, nil
 }

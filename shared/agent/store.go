@@ -76,10 +76,22 @@ func scanAgent(row pgx.Row) (Agent, error) {
 	return a, err
 }
 
+// creatorOnly is the share_config of an agent created without one: only its
+// creator (and superadmins) read and manage it.
+var creatorOnly = access.ShareConfig{Version: 2, ReadScope: access.Scope{AccessLevel: "user"}}
+
+// creatorOnlyJSON is creatorOnly as stored.
+var creatorOnlyJSON = []byte(`{"version":2,"read_scope":{"access_level":"user"},"manage_scope":null}`)
+
 func level(sub access.Subject, a Agent) access.Level {
 	share, err := access.Parse(a.ShareConfig)
 	if err != nil {
 		share = &access.ShareConfig{Version: 2, ReadScope: access.Scope{AccessLevel: "user"}} // unreadable config: creator only
+	}
+	if share == nil && !a.IsBuiltin {
+		// Private by default, like a KB: an agent stored without a
+		// share_config (before the default below existed) is its creator's.
+		share = &creatorOnly
 	}
 	created := ""
 	if a.CreatedBy != nil {
@@ -246,7 +258,7 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in Input) (Agent
 	if in.ConfigJSON != nil {
 		cfg = *in.ConfigJSON
 	}
-	var share any
+	var share any = creatorOnlyJSON // private by default
 	if in.ShareConfig != nil && string(*in.ShareConfig) != "null" {
 		share = []byte(*in.ShareConfig)
 	}
@@ -288,7 +300,9 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, slug string, in 
 		}
 		if in.ShareConfig != nil {
 			share = []byte(*in.ShareConfig)
-			if string(*in.ShareConfig) == "null" {
+			if string(*in.ShareConfig) == "null" && !a.IsBuiltin {
+				share = creatorOnlyJSON // "no sharing" is private, never global
+			} else if string(*in.ShareConfig) == "null" {
 				share = nil
 			}
 		}

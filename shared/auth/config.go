@@ -31,10 +31,15 @@ type Config struct {
 	APIKeySecret []byte
 	// TokenTTL is the access token lifetime (default 7 days).
 	TokenTTL time.Duration
-	// LockThreshold is how many consecutive wrong passwords lock an account (default 5).
+	// LockThreshold is how many wrong passwords for one login from one client
+	// address lock that pair (default 5).
 	LockThreshold int
-	// LockDuration is how long a locked account stays locked (default 300 s).
+	// LockDuration is the first lock of a pair (default 300 s); each further
+	// failure doubles it, up to MaxLockDuration.
 	LockDuration time.Duration
+	// LoginLimiter bounds login attempts per client address (nil: no limit
+	// beyond the per-(login, address) lock).
+	LoginLimiter LoginLimiter
 	// Now is the clock (default time.Now); tests control it.
 	Now func() time.Time
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 )
 
 type loginState struct {
@@ -27,66 +28,60 @@ func (f fixture) loginState(t *testing.T, uid string) loginState {
 	return s
 }
 
-func TestLoginLocksAfterThresholdAndExpiredLockResets(t *testing.T) {
+func TestLoginLocksThePairWithBackoff(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	admin := f.superadmin(t)
-	f.user(t, admin, "alice") // logs in once
-	firstLogin := f.loginState(t, "alice").lastLogin
+	f.user(t, admin, "alice")
+	const attacker, home = "203.0.113.9", "198.51.100.7"
 
 	for i := 1; i < auth.DefaultLockThreshold; i++ {
-		_, err := f.svc.Login(ctx, "alice", "wrong password")
+		_, err := f.svc.LoginFrom(ctx, "alice", "wrong", attacker)
 		wantCode(t, err, failure.KindUnauthorized, "invalid_credentials")
-		if got := f.loginState(t, "alice"); got.failed != i || got.lockedUntil != nil {
-			t.Fatalf("after %d failures: count=%d locked=%v", i, got.failed, got.lockedUntil)
-		}
 	}
-	// The failure that reaches the threshold locks the account.
-	_, err := f.svc.Login(ctx, "alice", "wrong password")
+	// The failure that reaches the threshold locks (alice, attacker).
+	_, err := f.svc.LoginFrom(ctx, "alice", "wrong", attacker)
 	fe := wantCode(t, err, failure.KindLocked, "account_locked")
 	if fe.Details["retry_after_seconds"] != "300" {
-		t.Fatalf("retry_after_seconds = %v, want \"300\"", fe.Details["retry_after_seconds"])
+		t.Fatalf("first lock: %v", fe.Details)
 	}
-	st := f.loginState(t, "alice")
-	if st.failed != auth.DefaultLockThreshold || st.lockedUntil == nil || !st.lockedUntil.Equal(f.clock.Now().Add(auth.DefaultLockDuration)) {
-		t.Fatalf("locked state: count=%d until=%v", st.failed, st.lockedUntil)
-	}
-
-	// While locked, even the right password is refused, and tokens too.
+	// Even the right password from that address is refused while locked.
 	f.clock.Advance(100 * time.Second)
-	_, err = f.svc.Login(ctx, "alice", testPassword)
-	fe = wantCode(t, err, failure.KindLocked, "account_locked")
-	if fe.Details["retry_after_seconds"] != "200" {
-		t.Fatalf("retry_after_seconds = %v, want \"200\"", fe.Details["retry_after_seconds"])
+	_, err = f.svc.LoginFrom(ctx, "alice", testPassword, attacker)
+	wantCode(t, err, failure.KindLocked, "account_locked")
+	// Alice from her own address is not locked out, and the account is not locked.
+	if _, err := f.svc.LoginFrom(ctx, "alice", testPassword, home); err != nil {
+		t.Fatalf("alice from another address: %v", err)
 	}
-	if got := f.loginState(t, "alice").lastLogin; got == nil || !got.Equal(*firstLogin) {
-		t.Fatalf("a login while locked moved last_login to %v", got)
+	if st := f.loginState(t, "alice"); st.lockedUntil != nil {
+		t.Fatalf("the account itself was locked until %v", st.lockedUntil)
 	}
-
-	// After the lock expires the counter starts over: one failure is 1, not 6.
+	// Backoff: after the lock, each further failure doubles it.
 	f.clock.Advance(201 * time.Second)
-	_, err = f.svc.Login(ctx, "alice", "wrong password")
+	_, err = f.svc.LoginFrom(ctx, "alice", "wrong", attacker)
+	fe = wantCode(t, err, failure.KindLocked, "account_locked")
+	if fe.Details["retry_after_seconds"] != "600" {
+		t.Fatalf("second lock: %v, want 600 s", fe.Details)
+	}
+	f.clock.Advance(601 * time.Second)
+	_, err = f.svc.LoginFrom(ctx, "alice", "wrong", attacker)
+	fe = wantCode(t, err, failure.KindLocked, "account_locked")
+	if fe.Details["retry_after_seconds"] != "1200" {
+		t.Fatalf("third lock: %v, want 1200 s", fe.Details)
+	}
+	// A success from the address (after the lock) forgets its failures.
+	f.clock.Advance(1201 * time.Second)
+	if _, err := f.svc.LoginFrom(ctx, "alice", testPassword, attacker); err != nil {
+		t.Fatalf("right password after the lock: %v", err)
+	}
+	_, err = f.svc.LoginFrom(ctx, "alice", "wrong", attacker)
 	wantCode(t, err, failure.KindUnauthorized, "invalid_credentials")
-	if st := f.loginState(t, "alice"); st.failed != 1 || st.lockedUntil != nil {
-		t.Fatalf("after expiry + one failure: count=%d until=%v", st.failed, st.lockedUntil)
-	}
-
-	// Success resets the counter and records last_login.
-	tok, err := f.svc.Login(ctx, "alice", testPassword)
-	if err != nil {
-		t.Fatalf("login after expiry: %v", err)
-	}
-	st = f.loginState(t, "alice")
-	if st.failed != 0 || st.lastLogin == nil || !st.lastLogin.Equal(f.clock.Now()) {
-		t.Fatalf("after success: count=%d last_login=%v", st.failed, st.lastLogin)
-	}
-	if tok.TokenType != "bearer" || tok.UID != "alice" || tok.Role != auth.RoleUser || tok.DepartmentName == nil || *tok.DepartmentName != "default" {
-		t.Fatalf("token response = %+v", tok)
-	}
 }
 
-func TestLockedUserTokenIsRefused(t *testing.T) {
+// Finding 2 of issue 9: failed logins by others never lock out existing
+// sessions (on main five wrong passwords made alice's token answer 423).
+func TestFailedLoginsByOthersKeepSessions(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
@@ -96,15 +91,61 @@ func TestLockedUserTokenIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range auth.DefaultLockThreshold {
-		_, _ = f.svc.Login(ctx, "bob", "wrong password")
+	for range auth.DefaultLockThreshold + 2 {
+		_, _ = f.svc.LoginFrom(ctx, "bob", "wrong password", "203.0.113.9")
 	}
-	_, err = f.svc.Authenticate(ctx, "Bearer "+tok.AccessToken)
-	wantCode(t, err, failure.KindLocked, "account_locked")
-
-	f.clock.Advance(auth.DefaultLockDuration + time.Second)
 	if p, err := f.svc.Authenticate(ctx, "Bearer "+tok.AccessToken); err != nil || p.UID != "bob" {
-		t.Fatalf("token after lock expiry: %+v %v", p, err)
+		t.Fatalf("bob's session after strangers' failures: %+v %v", p, err)
+	}
+}
+
+// Unknown and locked accounts answer alike: the same status, code, message
+// and retry-after (on main only real accounts ever answered 423).
+func TestLockedAndUnknownAnswerAlike(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	admin := f.superadmin(t)
+	f.user(t, admin, "carol")
+	var last [2]error
+	for i := range auth.DefaultLockThreshold + 1 {
+		_, e1 := f.svc.LoginFrom(ctx, "carol", "wrong", "203.0.113.9")
+		_, e2 := f.svc.LoginFrom(ctx, "nobody-here", "wrong", "203.0.113.9")
+		f1, _ := failure.As(e1)
+		f2, _ := failure.As(e2)
+		if f1 == nil || f2 == nil || f1.Kind != f2.Kind || f1.Code != f2.Code || f1.Message != f2.Message ||
+			f1.Details["retry_after_seconds"] != f2.Details["retry_after_seconds"] {
+			t.Fatalf("attempt %d: real account %v, unknown %v", i+1, e1, e2)
+		}
+		last = [2]error{e1, e2}
+	}
+	wantCode(t, last[1], failure.KindLocked, "account_locked")
+}
+
+type fakeLimiter struct{ n, limit int }
+
+func (l *fakeLimiter) Allow(context.Context, string) (bool, time.Duration, error) {
+	l.n++
+	return l.n <= l.limit, 42 * time.Second, nil
+}
+
+func TestLoginAddressLimit(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	lim := &fakeLimiter{limit: 2}
+	svc, err := auth.NewService(pool, auth.Config{JWTSecret: testJWTSecret, APIKeySecret: testAPIKeySecret, LoginLimiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		_, err := svc.LoginFrom(ctx, "x", "y", "203.0.113.9")
+		wantCode(t, err, failure.KindUnauthorized, "invalid_credentials")
+	}
+	_, err = svc.LoginFrom(ctx, "x", "y", "203.0.113.9")
+	fe := wantCode(t, err, failure.KindTooMany, "too_many_login_attempts")
+	if fe.Details["retry_after_seconds"] != "42" {
+		t.Fatalf("retry after: %v", fe.Details)
 	}
 }
 

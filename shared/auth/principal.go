@@ -23,6 +23,8 @@ type Principal struct {
 	DepartmentID *int64 `json:"department_id"`
 	// APIKeyID is set when the caller authenticated with an API key.
 	APIKeyID *int64 `json:"api_key_id,omitempty"`
+	// ImpersonatorID is the superadmin acting through an impersonation token.
+	ImpersonatorID *int64 `json:"impersonator_id,omitempty"`
 }
 
 // IsAdmin reports whether the principal has the admin or superadmin role.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +64,6 @@ var (
 
 // Authenticate turns an Authorization header value into a Principal.
 // "Bearer yxkey_…" is an API key; any other bearer token is a JWT.
-// A JWT of a login-locked user is refused with 423 account_locked.
 func (s *Service) Authenticate(ctx context.Context, authorization string) (Principal, error) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(authorization), " ")
 	token = strings.TrimSpace(token)
@@ -75,30 +73,68 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 	if strings.HasPrefix(token, APIKeyPrefix) {
 		return s.authenticateAPIKey(ctx, token)
 	}
-	userID, err := s.parseToken(token)
+	claims, err := s.parseToken(token)
 	if err != nil {
 		return Principal{}, err
 	}
-	u, err := s.loadUser(ctx, s.pool, userID)
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && u.IsDeleted) {
+	u, err := s.loadUser(ctx, s.pool, claims.userID)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (u.IsDeleted || u.TokenVersion != claims.Version)) {
 		return Principal{}, ErrInvalidToken
 	}
 	if err != nil {
 		return Principal{}, err
 	}
-	if u.LockedUntil != nil && u.LockedUntil.After(s.now()) {
-		return Principal{}, lockedError(u.LockedUntil.Sub(s.now()))
+	// Failed logins by anyone never lock out a session (throttle.go).
+	p := u.principal()
+	if claims.Actor != nil {
+		p.ImpersonatorID = &claims.Actor.UserID
 	}
-	return u.principal(), nil
+	return p, nil
 }
 
-// IssueToken returns a signed HS256 access token for userID, valid for TokenTTL.
-func (s *Service) IssueToken(userID int64) (string, error) {
+// tokenClaims are an access token's claims: the user in "sub", the user's
+// token version in "ver" (a token of an older version is revoked), and for
+// an impersonation the superadmin in "act" (RFC 8693's actor claim).
+type tokenClaims struct {
+	jwt.RegisteredClaims
+	Version int         `json:"ver"`
+	Actor   *tokenActor `json:"act,omitempty"`
+	userID  int64
+}
+
+// tokenActor names who acts through an impersonation token.
+type tokenActor struct {
+	Subject string `json:"sub"`
+	UID     string `json:"uid"`
+	UserID  int64  `json:"-"`
+}
+
+// IssueToken returns a signed HS256 access token for userID at the user's
+// current token version, valid for TokenTTL.
+func (s *Service) IssueToken(ctx context.Context, userID int64) (string, error) {
+	u, err := s.loadUser(ctx, s.pool, userID)
+	if err != nil {
+		return "", fmt.Errorf("load user %d for a token: %w", userID, err)
+	}
+	return s.issueToken(u, nil, "")
+}
+
+// issueToken signs a token for u; actor and tokenID are set for an impersonation.
+func (s *Service) issueToken(u userRow, actor *tokenActor, tokenID string) (string, error) {
+	return s.issueTokenTTL(u, actor, tokenID, s.cfg.TokenTTL)
+}
+
+func (s *Service) issueTokenTTL(u userRow, actor *tokenActor, tokenID string, ttl time.Duration) (string, error) {
 	now := s.now()
-	claims := jwt.RegisteredClaims{
-		Subject:   strconv.FormatInt(userID, 10),
-		IssuedAt:  jwt.NewNumericDate(now),
-		ExpiresAt: jwt.NewNumericDate(now.Add(s.cfg.TokenTTL)),
+	claims := tokenClaims{
+		RegisteredClaims: jwt.RegisteredClaims{
+			Subject:   strconv.FormatInt(u.ID, 10),
+			IssuedAt:  jwt.NewNumericDate(now),
+			ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+			ID:        tokenID,
+		},
+		Version: u.TokenVersion,
+		Actor:   actor,
 	}
 	signed, err := jwt.NewWithClaims(jwt.SigningMethodHS256, claims).SignedString(s.cfg.JWTSecret)
 	if err != nil {
@@ -108,31 +144,28 @@ func (s *Service) IssueToken(userID int64) (string, error) {
 }
 
 // parseToken verifies signature (HMAC, compared in constant time by the
-// library) and expiry, and returns the user id in "sub".
-func (s *Service) parseToken(token string) (int64, error) {
-	var claims jwt.RegisteredClaims
+// library) and expiry, and returns the claims with the user id of "sub".
+func (s *Service) parseToken(token string) (tokenClaims, error) {
+	var claims tokenClaims
 	_, err := jwt.ParseWithClaims(token, &claims, func(*jwt.Token) (any, error) { return s.cfg.JWTSecret, nil },
 		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
 		jwt.WithExpirationRequired(),
 		jwt.WithTimeFunc(s.cfg.Now),
 	)
 	if err != nil {
-		return 0, ErrInvalidToken
+		return claims, ErrInvalidToken
 	}
 	id, err := strconv.ParseInt(claims.Subject, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, ErrInvalidToken
+		return claims, ErrInvalidToken
 	}
-	return id, nil
-}
-
-// lockedError is 423 account_locked with the remaining lock time in whole
-// seconds (rounded up), which the HTTP edge puts in X-Lock-Remaining.
-func lockedError(remaining time.Duration) error {
-	secs := int64(math.Ceil(remaining.Seconds()))
-	if secs < 1 {
-		secs = 1
+	claims.userID = id
+	if claims.Actor != nil {
+		actorID, err := strconv.ParseInt(claims.Actor.Subject, 10, 64)
+		if err != nil || actorID <= 0 {
+			return claims, ErrInvalidToken
+		}
+		claims.Actor.UserID = actorID
 	}
-	return failure.New(failure.KindLocked, "account_locked", "the account is locked after repeated failed logins; retry in %d seconds", secs).
-		With(map[string]any{"retry_after_seconds": strconv.FormatInt(secs, 10)})
+	return claims, nil
 }

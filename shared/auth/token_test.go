@@ -20,7 +20,7 @@ func TestTokenAuthenticatesUntilExpiry(t *testing.T) {
 	admin := f.superadmin(t)
 	alice := f.user(t, admin, "alice")
 
-	tok, err := f.svc.IssueToken(alice.UserID)
+	tok, err := f.svc.IssueToken(context.Background(), alice.UserID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestTokenRejectsForgeries(t *testing.T) {
 	noExp, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "1"}).SignedString(testJWTSecret)
 	badSub, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "root", ExpiresAt: claims.ExpiresAt}).SignedString(testJWTSecret)
 	missingUser, _ := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.RegisteredClaims{Subject: "999999", ExpiresAt: claims.ExpiresAt}).SignedString(testJWTSecret)
-	good, _ := f.svc.IssueToken(admin.UserID)
+	good, _ := f.svc.IssueToken(context.Background(), admin.UserID)
 	tampered := good[:len(good)-2] + flip(good[len(good)-2:])
 
 	for name, tok := range map[string]string{
@@ -90,7 +90,7 @@ func TestTokenOfDeletedUserIsRejected(t *testing.T) {
 	ctx := context.Background()
 	admin := f.superadmin(t)
 	alice := f.user(t, admin, "alice")
-	tok, _ := f.svc.IssueToken(alice.UserID)
+	tok, _ := f.svc.IssueToken(context.Background(), alice.UserID)
 	if _, err := f.pool.Exec(ctx, `UPDATE users SET is_deleted = true, deleted_at = now() WHERE id = $1`, alice.UserID); err != nil {
 		t.Fatal(err)
 	}

@@ -95,16 +95,19 @@ type userRow struct {
 	FailedCount  int
 	LockedUntil  *time.Time
 	IsDeleted    bool
+	TokenVersion int
 }
 
 const userSelect = `SELECT u.id, u.uid, u.username, u.phone_number, u.avatar, u.role, u.department_id, d.name,
-	u.created_at, u.last_login, u.password_hash, u.login_failed_count, u.login_locked_until, u.is_deleted
+	u.created_at, u.last_login, u.password_hash, u.login_failed_count, u.login_locked_until, u.is_deleted,
+	u.token_version
 	FROM users u LEFT JOIN departments d ON d.id = u.department_id `
 
 func scanUser(row pgx.Row) (userRow, error) {
 	var u userRow
 	err := row.Scan(&u.ID, &u.UID, &u.Username, &u.PhoneNumber, &u.Avatar, &u.Role, &u.DepartmentID, &u.DepartmentName,
-		&u.CreatedAt, &u.LastLogin, &u.PasswordHash, &u.FailedCount, &u.LockedUntil, &u.IsDeleted)
+		&u.CreatedAt, &u.LastLogin, &u.PasswordHash, &u.FailedCount, &u.LockedUntil, &u.IsDeleted,
+		&u.TokenVersion)
 	u.CreatedAt, u.LastLogin = u.CreatedAt.UTC(), utcPtr(u.LastLogin)
 	return u, err
 }
@@ -184,7 +187,7 @@ func (s *Service) Initialize(ctx context.Context, uid, password, username string
 	if err != nil {
 		return TokenResponse{}, fmt.Errorf("load new superadmin: %w", err)
 	}
-	tok, err := s.IssueToken(u.ID)
+	tok, err := s.issueToken(u, nil, "")
 	if err != nil {
 		return TokenResponse{}, err
 	}
@@ -200,54 +203,72 @@ func (s *Service) Initialize(ctx context.Context, uid, password, username string
 // last_login. The read-modify-write holds the user's row lock, so concurrent
 // wrong guesses are all counted.
 func (s *Service) Login(ctx context.Context, login, password string) (TokenResponse, error) {
+	return s.LoginFrom(ctx, login, password, "")
+}
+
+// LoginFrom is Login by a client at address client (the edge resolves it,
+// trusting X-Forwarded-For only from configured proxies). Failures are
+// counted per (login, client) and lock only that pair (throttle.go); the
+// account's sessions and API keys are never locked by them.
+func (s *Service) LoginFrom(ctx context.Context, login, password, client string) (TokenResponse, error) {
 	login = strings.TrimSpace(login)
 	if login == "" || password == "" {
 		return TokenResponse{}, failure.Unprocessable("missing_credentials", "username and password are required")
 	}
+	if err := s.limitAddress(ctx, client); err != nil {
+		return TokenResponse{}, err
+	}
+	key := throttleKey(login)
 	var (
 		u       userRow
 		outcome error
 	)
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
+		now := s.now()
+		locked, err := throttleState(ctx, tx, key, client, now)
+		if err != nil {
+			return err
+		}
+		if locked > 0 {
+			outcome = loginLockedError(locked)
+			return nil
+		}
+		fail := func() error {
+			outcome = ErrInvalidCredentials
+			d, err := s.throttleFail(ctx, tx, key, client, now)
+			if d > 0 {
+				outcome = loginLockedError(d)
+			}
+			return err
+		}
 		u, err = scanUser(tx.QueryRow(ctx, userSelect+`WHERE (u.uid = $1 OR u.phone_number = $1) AND NOT u.is_deleted
 			ORDER BY (u.uid = $1) DESC LIMIT 1 FOR UPDATE OF u`, login))
 		if errors.Is(err, pgx.ErrNoRows) {
 			_, _ = VerifyPassword(s.dummyPasswordHash(), password) // same cost as a real check
-			outcome = ErrInvalidCredentials
-			return nil
+			return fail()
 		}
 		if err != nil {
 			return fmt.Errorf("find user: %w", err)
-		}
-		now := s.now()
-		if u.LockedUntil != nil && u.LockedUntil.After(now) {
-			outcome = lockedError(u.LockedUntil.Sub(now))
-			return nil
-		}
-		if u.LockedUntil != nil { // an expired lock starts a fresh count
-			u.FailedCount, u.LockedUntil = 0, nil
 		}
 		ok, err := VerifyPassword(u.PasswordHash, password)
 		if err != nil {
 			return fmt.Errorf("verify password of user %d: %w", u.ID, err)
 		}
 		if !ok {
-			u.FailedCount++
-			outcome = ErrInvalidCredentials
-			if u.FailedCount >= s.cfg.LockThreshold {
-				until := now.Add(s.cfg.LockDuration)
-				u.LockedUntil = &until
-				outcome = lockedError(s.cfg.LockDuration)
+			// The account's own counters are informational (the original's
+			// columns); they never lock it.
+			if _, err := tx.Exec(ctx, `UPDATE users SET login_failed_count = login_failed_count + 1, last_failed_login = $2
+				WHERE id = $1`, u.ID, now); err != nil {
+				return err
 			}
-			_, err = tx.Exec(ctx, `UPDATE users SET login_failed_count = $2, last_failed_login = $3, login_locked_until = $4
-				WHERE id = $1`, u.ID, u.FailedCount, now, u.LockedUntil)
-			return err
+			return fail()
 		}
 		u.FailedCount, u.LockedUntil, u.LastLogin = 0, nil, &now
-		_, err = tx.Exec(ctx, `UPDATE users SET login_failed_count = 0, login_locked_until = NULL, last_login = $2
-			WHERE id = $1`, u.ID, now)
-		return err
+		if _, err := tx.Exec(ctx, `UPDATE users SET login_failed_count = 0, login_locked_until = NULL, last_login = $2
+			WHERE id = $1`, u.ID, now); err != nil {
+			return err
+		}
+		return throttleSucceed(ctx, tx, key, client)
 	})
 	if err != nil {
 		return TokenResponse{}, fmt.Errorf("login: %w", err)
@@ -255,7 +276,7 @@ func (s *Service) Login(ctx context.Context, login, password string) (TokenRespo
 	if outcome != nil {
 		return TokenResponse{}, outcome
 	}
-	tok, err := s.IssueToken(u.ID)
+	tok, err := s.issueToken(u, nil, "")
 	if err != nil {
 		return TokenResponse{}, err
 	}

@@ -10,6 +10,10 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
+	"github.com/yuxi-serverless/yuxi/shared/netguard"
+	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
 
 // Config is everything a process needs, read once at start.
@@ -26,6 +30,24 @@ type Config struct {
 
 	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
 	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
+	// EncryptionKey (YUXI_ENCRYPTION_KEY, ≥ 32 bytes, distinct from the JWT
+	// and API key secrets) seals secrets at rest (shared/secret); it is never
+	// stored in the database. EncryptionKeyPrevious (YUXI_ENCRYPTION_KEY_PREVIOUS,
+	// comma-separated) still opens values sealed before a rotation.
+	// EncryptionKeyFile (YUXI_ENCRYPTION_KEY_FILE) is read, or created, when
+	// EncryptionKey is empty; the local runner defaults it to
+	// .yuxi/encryption.key. With neither, storing a secret answers 503
+	// encryption_key_missing.
+	EncryptionKey         string
+	EncryptionKeyPrevious []string
+	EncryptionKeyFile     string
+
+	// TrustedProxies (YUXI_TRUSTED_PROXIES: comma-separated CIDRs, empty by
+	// default) are the peers whose X-Forwarded-For hop names the client.
+	TrustedProxies clientaddr.Resolver
+	// LoginAttemptsPerMinute (YUXI_LOGIN_ATTEMPTS_PER_MINUTE, default 20)
+	// bounds login attempts per client address (429 beyond).
+	LoginAttemptsPerMinute int
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
@@ -86,45 +108,60 @@ type Config struct {
 	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
 	IngestConcurrency int
 
+	// OutboundAllow is YUXI_OUTBOUND_ALLOW: comma-separated CIDRs and
+	// host:port pairs the SSRF guard lets through although they are
+	// loopback, private or link-local (empty by default). Every outbound
+	// request a user or admin can point somewhere uses Outbound().
+	OutboundAllow netguard.Allow
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
 }
 
+// Outbound returns the SSRF guard for user-directed outbound HTTP, with the
+// configured allow-list; its Client() is the one client for such requests.
+func (c Config) Outbound() *netguard.Guard {
+	return netguard.New(netguard.Options{Allow: c.OutboundAllow, DialTimeout: 10 * time.Second})
+}
+
 // Load reads the configuration through getenv and validates it.
 func Load(getenv func(string) string, environ []string, defaultPort string) (Config, error) {
 	c := Config{
-		DatabaseURL:        or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
-		RedisURL:           or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
-		RedisPrefix:        or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
-		Port:               or(getenv("PORT"), defaultPort),
-		Sink:               getenv("K_SINK"),
-		Runtime:            getenv("YUXI_RUNTIME"),
-		JWTSecret:          getenv("YUXI_JWT_SECRET"),
-		APIKeySecret:       getenv("YUXI_API_KEY_SECRET"),
-		Environ:            environ,
-		WorkerID:           getenv("YUXI_WORKER_ID"),
-		LogLevel:           or(getenv("LOG_LEVEL"), "info"),
-		CrashAt:            getenv("YUXI_CRASH_AT"),
-		BlobURI:            or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
-		BlobAccessKey:      or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
-		BlobSecretKey:      or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
-		DefaultEmbedding:   or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
-		VectorEngine:       or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
-		OCREngine:          getenv("YUXI_OCR_ENGINE"),
-		OCRBaseURL:         getenv("YUXI_OCR_BASE_URL"),
-		OCRToken:           getenv("YUXI_OCR_TOKEN"),
-		SourceS3Endpoint:   or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
-		SourceS3Region:     getenv("YUXI_SOURCE_S3_REGION"),
-		SourceS3AccessKey:  getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
-		SourceS3SecretKey:  getenv("YUXI_SOURCE_S3_SECRET_KEY"),
-		SourceS3SSL:        getenv("YUXI_SOURCE_S3_SSL") != "false",
-		SourceGCSAccessKey: getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
-		SourceGCSSecretKey: getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
-		SourceGCSEndpoint:  or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
-		SourceGCSSSL:       getenv("YUXI_SOURCE_GCS_SSL") != "false",
-		NotifyToken:        getenv("YUXI_NOTIFY_TOKEN"),
-		CreateDatabase:     getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		DatabaseURL:           or(getenv("DATABASE_URL"), "postgres://postgres@127.0.0.1:5432/yuxi?sslmode=disable"),
+		RedisURL:              or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		RedisPrefix:           or(getenv("YUXI_REDIS_PREFIX"), "yuxi:"),
+		Port:                  or(getenv("PORT"), defaultPort),
+		Sink:                  getenv("K_SINK"),
+		Runtime:               getenv("YUXI_RUNTIME"),
+		JWTSecret:             getenv("YUXI_JWT_SECRET"),
+		APIKeySecret:          getenv("YUXI_API_KEY_SECRET"),
+		EncryptionKey:         getenv("YUXI_ENCRYPTION_KEY"),
+		EncryptionKeyFile:     getenv("YUXI_ENCRYPTION_KEY_FILE"),
+		EncryptionKeyPrevious: secret.ParsePrevious(getenv("YUXI_ENCRYPTION_KEY_PREVIOUS")),
+		Environ:               environ,
+		WorkerID:              getenv("YUXI_WORKER_ID"),
+		LogLevel:              or(getenv("LOG_LEVEL"), "info"),
+		CrashAt:               getenv("YUXI_CRASH_AT"),
+		BlobURI:               or(getenv("YUXI_BLOB_URI"), ".yuxi/objects"),
+		BlobAccessKey:         or(getenv("YUXI_S3_ACCESS_KEY"), getenv("AWS_ACCESS_KEY_ID")),
+		BlobSecretKey:         or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
+		DefaultEmbedding:      or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
+		VectorEngine:          or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
+		OCREngine:             getenv("YUXI_OCR_ENGINE"),
+		OCRBaseURL:            getenv("YUXI_OCR_BASE_URL"),
+		OCRToken:              getenv("YUXI_OCR_TOKEN"),
+		SourceS3Endpoint:      or(getenv("YUXI_SOURCE_S3_ENDPOINT"), "s3.amazonaws.com"),
+		SourceS3Region:        getenv("YUXI_SOURCE_S3_REGION"),
+		SourceS3AccessKey:     getenv("YUXI_SOURCE_S3_ACCESS_KEY"),
+		SourceS3SecretKey:     getenv("YUXI_SOURCE_S3_SECRET_KEY"),
+		SourceS3SSL:           getenv("YUXI_SOURCE_S3_SSL") != "false",
+		SourceGCSAccessKey:    getenv("YUXI_SOURCE_GCS_ACCESS_KEY"),
+		SourceGCSSecretKey:    getenv("YUXI_SOURCE_GCS_SECRET_KEY"),
+		SourceGCSEndpoint:     or(getenv("YUXI_SOURCE_GCS_ENDPOINT"), "storage.googleapis.com"),
+		SourceGCSSSL:          getenv("YUXI_SOURCE_GCS_SSL") != "false",
+		NotifyToken:           getenv("YUXI_NOTIFY_TOKEN"),
+		CreateDatabase:        getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
 	}
 	var err error
 	durations := []struct {
@@ -163,6 +200,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		}
 		c.DBMaxConns = int32(n)
 	}
+	if c.TrustedProxies, err = clientaddr.Parse(getenv("YUXI_TRUSTED_PROXIES")); err != nil {
+		return c, err
+	}
+	c.LoginAttemptsPerMinute = 20
+	if v := getenv("YUXI_LOGIN_ATTEMPTS_PER_MINUTE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100000 {
+			return c, fmt.Errorf("YUXI_LOGIN_ATTEMPTS_PER_MINUTE=%q: want an integer between 1 and 100000", v)
+		}
+		c.LoginAttemptsPerMinute = n
+	}
 	c.IngestConcurrency = max(1, runtime.NumCPU()/2)
 	if v := getenv("YUXI_INGEST_CONCURRENCY"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -170,6 +218,9 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_INGEST_CONCURRENCY=%q: want an integer between 1 and 256", v)
 		}
 		c.IngestConcurrency = n
+	}
+	if c.OutboundAllow, err = netguard.ParseAllow(getenv("YUXI_OUTBOUND_ALLOW")); err != nil {
+		return c, err
 	}
 	c.MaxBodyBytes = 1 << 20
 	if v := getenv("YUXI_MAX_BODY_BYTES"); v != "" {
@@ -208,6 +259,19 @@ func (c Config) validate() error {
 	if c.JWTSecret != "" && c.JWTSecret == c.APIKeySecret {
 		return fmt.Errorf("YUXI_JWT_SECRET and YUXI_API_KEY_SECRET must differ")
 	}
+	if c.EncryptionKey != "" || len(c.EncryptionKeyPrevious) > 0 {
+		if c.EncryptionKey == "" {
+			return fmt.Errorf("YUXI_ENCRYPTION_KEY_PREVIOUS is set but YUXI_ENCRYPTION_KEY is not")
+		}
+		if _, err := secret.New(c.EncryptionKey, c.EncryptionKeyPrevious...); err != nil {
+			return err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == c.EncryptionKey {
+				return fmt.Errorf("YUXI_ENCRYPTION_KEY must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET")
+			}
+		}
+	}
 	if c.VectorEngine != "postgres" {
 		return fmt.Errorf("YUXI_VECTOR_ENGINE=%q: supported engines: postgres", c.VectorEngine)
 	}
@@ -234,6 +298,28 @@ func or(v, def string) string {
 		return def
 	}
 	return v
+}
+
+// Keyring builds the secrets-at-rest keyring: from EncryptionKey, else from
+// EncryptionKeyFile (created when missing), else nil — the ring that refuses
+// to store secrets (secret.ErrNoKey).
+func (c Config) Keyring() (*secret.Keyring, error) {
+	key := c.EncryptionKey
+	if key == "" && c.EncryptionKeyFile != "" {
+		var err error
+		if key, err = secret.LoadOrCreateKeyFile(c.EncryptionKeyFile); err != nil {
+			return nil, err
+		}
+		for _, other := range []string{c.JWTSecret, c.APIKeySecret} {
+			if other != "" && other == key {
+				return nil, fmt.Errorf("the key in %s must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET", c.EncryptionKeyFile)
+			}
+		}
+	}
+	if key == "" {
+		return nil, nil
+	}
+	return secret.New(key, c.EncryptionKeyPrevious...)
 }
 
 // Crasher returns the failpoint hook for CrashAt (nil when unset): it kills

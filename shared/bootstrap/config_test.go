@@ -125,11 +125,17 @@ func TestLoadRejectsBadConfiguration(t *testing.T) {
 		{"step lease too short", map[string]string{"YUXI_STEP_LEASE": "1ms"}, "YUXI_STEP_LEASE", "too short"},
 		{"body limit not a number", map[string]string{"YUXI_MAX_BODY_BYTES": "1MiB"}, "YUXI_MAX_BODY_BYTES", "1024"},
 		{"body limit too small", map[string]string{"YUXI_MAX_BODY_BYTES": "1023"}, "YUXI_MAX_BODY_BYTES", "1024"},
+		{"outbound allow-list garbage", map[string]string{"YUXI_OUTBOUND_ALLOW": "127.0.0.1/8, nonsense"}, "YUXI_OUTBOUND_ALLOW", "nonsense"},
 		{"short JWT secret", map[string]string{"YUXI_JWT_SECRET": "short", "YUXI_API_KEY_SECRET": secretB}, "YUXI_JWT_SECRET", "32 bytes"},
 		{"short API key secret", map[string]string{"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": strings.Repeat("k", 31)}, "YUXI_API_KEY_SECRET", "32 bytes"},
 		{"only JWT secret", map[string]string{"YUXI_JWT_SECRET": secretA}, "set both", ""},
 		{"only API key secret", map[string]string{"YUXI_API_KEY_SECRET": secretB}, "set both", ""},
 		{"equal secrets", map[string]string{"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": secretA}, "must differ", ""},
+		{"short encryption key", map[string]string{"YUXI_ENCRYPTION_KEY": "short-key"}, "YUXI_ENCRYPTION_KEY", "32 bytes"},
+		{"encryption key equals JWT secret", map[string]string{"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": secretB, "YUXI_ENCRYPTION_KEY": secretA}, "YUXI_ENCRYPTION_KEY", "differ"},
+		{"encryption key equals API key secret", map[string]string{"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": secretB, "YUXI_ENCRYPTION_KEY": secretB}, "YUXI_ENCRYPTION_KEY", "differ"},
+		{"previous key without a current one", map[string]string{"YUXI_ENCRYPTION_KEY_PREVIOUS": secretA}, "YUXI_ENCRYPTION_KEY", "not"},
+		{"short previous key", map[string]string{"YUXI_ENCRYPTION_KEY": secretA, "YUXI_ENCRYPTION_KEY_PREVIOUS": "short"}, "YUXI_ENCRYPTION_KEY_PREVIOUS", "32 bytes"},
 		{"sink without scheme", map[string]string{"K_SINK": "broker.default.svc"}, "K_SINK", "http(s)"},
 		{"sink with other scheme", map[string]string{"K_SINK": "ftp://broker"}, "K_SINK", "http(s)"},
 		{"sink unparsable", map[string]string{"K_SINK": "http://[::1"}, "K_SINK", ""},
@@ -161,6 +167,7 @@ func TestLoadAcceptsGoodEdges(t *testing.T) {
 	for name, e := range map[string]map[string]string{
 		"both secrets of 32 bytes": {"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": secretB},
 		"https sink":               {"K_SINK": "https://broker.example/ns"},
+		"encryption key rotation":  {"YUXI_ENCRYPTION_KEY": secretA, "YUXI_ENCRYPTION_KEY_PREVIOUS": secretB + "," + strings.Repeat("p", 32)},
 		"rediss URL":               {"REDIS_URL": "rediss://cache:6380/0"},
 		"body limit of 1024":       {"YUXI_MAX_BODY_BYTES": "1024"},
 		"short but legal lease":    {"YUXI_STEP_LEASE": "3ms"},
@@ -221,5 +228,33 @@ func TestCrasherKeepsAnInvalidCountInTheName(t *testing.T) {
 			crash("p")
 			crash("")
 		}
+	}
+}
+
+func TestKeyringFromConfig(t *testing.T) {
+	t.Parallel()
+	c, err := bootstrap.Load(env(nil), nil, "8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, err := c.Keyring(); err != nil || k != nil {
+		t.Fatalf("no key configured: Keyring = %v, %v; want nil (refuses to store secrets)", k, err)
+	}
+	c.EncryptionKeyFile = t.TempDir() + "/data/encryption.key"
+	k1, err := c.Keyring()
+	if err != nil || !k1.Enabled() {
+		t.Fatalf("key file: %v, %v", k1, err)
+	}
+	k2, _ := c.Keyring()
+	if k1.KeyID() != k2.KeyID() {
+		t.Fatal("a second start did not reuse the key file")
+	}
+	c, err = bootstrap.Load(env(map[string]string{"YUXI_ENCRYPTION_KEY": secretA, "YUXI_ENCRYPTION_KEY_FILE": c.EncryptionKeyFile}), nil, "8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k3, err := c.Keyring()
+	if err != nil || k3.KeyID() == k1.KeyID() {
+		t.Fatalf("YUXI_ENCRYPTION_KEY must win over the file: %v", err)
 	}
 }

@@ -9,7 +9,7 @@
 //
 // Imported by: function mains, infra/local, tests and benchmarks.
 // May import: shared/postgres, shared/outbox, shared/runstream, shared/faas,
-// shared/llm, events, pgx, go-redis, the CloudEvents SDK and the standard
+// shared/llm, shared/netguard, shared/secret, shared/clientaddr, events, pgx, go-redis, the CloudEvents SDK and the standard
 // library (never a domain or engine package: those belong to the openers
 // under it; tests/manifests/links_test.go fails when agent-step links one).
 package bootstrap

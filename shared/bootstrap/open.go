@@ -23,6 +23,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
 
 // Core is what every function opens: the logger, the migrated Postgres pool,
@@ -41,6 +42,9 @@ type Core struct {
 	Models *llm.Registry
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
+	// Secrets seals secrets at rest (nil when no key is configured: storing
+	// one then answers 503 encryption_key_missing).
+	Secrets *secret.Keyring
 
 	closers []func() // of the openers built on this core, run first by Close
 }
@@ -76,6 +80,10 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 	if err != nil {
 		return nil, fmt.Errorf("model providers: %w", err)
 	}
+	secrets, err := cfg.Keyring()
+	if err != nil {
+		return nil, fmt.Errorf("encryption key: %w", err)
+	}
 	if cfg.CreateDatabase {
 		if err := ensureDatabase(ctx, cfg.DatabaseURL); err != nil {
 			return nil, err
@@ -95,7 +103,7 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}}
+	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets}
 	c.Stream = runstream.NewWriter(rdb, c.streamConfig())
 	pub := opt.Publisher
 	if pub == nil {

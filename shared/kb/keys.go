@@ -6,6 +6,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // The object-store layout of a KB, defined here once. Every key of a KB
@@ -34,7 +35,14 @@ func UploadKey(kbID, name string, at time.Time) string {
 }
 
 // IsUploadKey reports whether key names an original uploaded to kbID.
-func IsUploadKey(kbID, key string) bool { return strings.HasPrefix(key, uploadPrefix(kbID)) }
+// Only keys UploadKey can make qualify: one segment under the upload
+// prefix, valid UTF-8, no NUL, no "." or ".." (so "…/upload/../x" or
+// "…/upload//x" never reach the object store).
+func IsUploadKey(kbID, key string) bool {
+	name, ok := strings.CutPrefix(key, uploadPrefix(kbID))
+	return ok && name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\x00") &&
+		utf8.ValidString(name) && utf8.ValidString(kbID) && !strings.ContainsAny(kbID, "/\x00")
+}
 
 // UploadName is the file name an UploadKey was made from.
 func UploadName(key string) string {

@@ -91,6 +91,9 @@ func (l *Library) Upload(ctx context.Context, sub access.Subject, kbID string,
 		if errors.Is(err, ErrTooLarge) {
 			return Upload{}, ErrTooLarge
 		}
+		if errors.Is(err, blob.ErrInvalidKey) { // the name does not fit the store's key rules (a local store's 255-byte file names)
+			return Upload{}, failure.Invalid("invalid_file_name", "the file name cannot be stored: %v", err)
+		}
 		return Upload{}, fmt.Errorf("store upload: %w", err)
 	}
 	hash := hex.EncodeToString(sum.Sum(nil))

@@ -132,11 +132,11 @@ func run[T any](ctx context.Context, d Deps, c tool.Call, fn func(scope, T) (any
 		}
 		return tool.Result{}, err
 	}
-	b, err := json.Marshal(out)
+	text, err := tool.JSON(out)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	return tool.Result{Output: string(b)}, nil
+	return tool.Result{Output: text}, nil
 }
 
 type listKBs struct{ d Deps }

@@ -1,10 +1,12 @@
 package run
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -382,9 +384,14 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 		if len(stored.Questions) == 0 {
 			stored.Questions = json.RawMessage("[]")
 		}
-		out, _ := json.Marshal(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
+		// Without HTML escaping: the model reads the user's answer as typed
+		// (same rule as tool.JSON).
+		var out bytes.Buffer
+		enc := json.NewEncoder(&out)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
 		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'success', tool_output = $2, finished_at = clock_timestamp()
-			WHERE id = $1 AND status = 'interrupted'`, c.ID, string(out)); err != nil {
+			WHERE id = $1 AND status = 'interrupted'`, c.ID, strings.TrimSuffix(out.String(), "\n")); err != nil {
 			return 0, err
 		}
 	}

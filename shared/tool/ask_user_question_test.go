@@ -96,3 +96,14 @@ func TestRegistryVisibleKeepsBaseTools(t *testing.T) {
 		}
 	}
 }
+
+func TestJSONKeepsMarkupReadableAndCompact(t *testing.T) {
+	t.Parallel()
+	got, err := tool.JSON(map[string]any{"content": "score > 0.8 & x < 1", "n": []int{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"content":"score > 0.8 & x < 1","n":[1,2]}`; got != want {
+		t.Errorf("JSON = %q, want %q", got, want)
+	}
+}

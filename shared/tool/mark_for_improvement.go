@@ -80,8 +80,8 @@ func (m MarkForImprovement) Invoke(ctx context.Context, c Call) (Result, error) 
 	if storedReason != reason {
 		return Errorf("this tool call already saved a different reason (" + id + "); nothing was changed"), nil
 	}
-	out, _ := json.Marshal(map[string]any{"id": id, "run_id": c.RunID, "saved": true})
-	return Result{Output: string(out)}, nil
+	out, _ := JSON(map[string]any{"id": id, "run_id": c.RunID, "saved": true})
+	return Result{Output: out}, nil
 }
 
 var errRefused = errors.New("refused")

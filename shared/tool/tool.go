@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sort"
+	"strings"
 )
 
 // Spec describes a tool.
@@ -111,6 +112,71 @@ func (r *Registry) Visible(configured []string) []Spec {
 		if s.Base || len(configured) == 0 || slices.Contains(configured, s.Name) {
 			out = append(out, s)
 		}
+	}
+	return out
+}
+
+// JSON encodes a tool result for the model: compact, and without Go's HTML
+// escaping, so a passage's "<", ">" and "&" reach the model as written (not
+// as \u003c, \u003e, \u0026, which cost tokens and garble quoted text).
+func JSON(v any) (string, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
+
+// Listing is a tool as GET /api/system/tools shows it (the original's
+// tool_router rows): slug is the stable tool name the model calls, name the
+// display name people read.
+type Listing struct {
+	ID          string          `json:"id"`
+	Slug        string          `json:"slug"`
+	Name        string          `json:"name"`
+	DisplayName string          `json:"display_name"`
+	Description string          `json:"description"`
+	Category    string          `json:"category"`
+	Tags        []string        `json:"tags"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// ListingOption is one entry of GET /api/system/tools/options (a UI drop-down).
+type ListingOption struct {
+	Label string `json:"label"`
+	Value string `json:"value"`
+}
+
+// Listings returns the registered tools of a category ("" for all), sorted
+// by slug.
+func (r *Registry) Listings(category string) []Listing {
+	out := []Listing{}
+	for _, s := range r.Specs() {
+		if category != "" && s.Category != category {
+			continue
+		}
+		display := s.DisplayName
+		if display == "" {
+			display = s.Name
+		}
+		tags := s.Tags
+		if tags == nil {
+			tags = []string{}
+		}
+		out = append(out, Listing{ID: s.Name, Slug: s.Name, Name: display, DisplayName: display, Description: s.Description,
+			Category: s.Category, Tags: tags, Parameters: s.Parameters})
+	}
+	return out
+}
+
+// Options returns every tool as {label: display name, value: slug}.
+func (r *Registry) Options() []ListingOption {
+	ls := r.Listings("")
+	out := make([]ListingOption, len(ls))
+	for i, l := range ls {
+		out[i] = ListingOption{Label: l.Name, Value: l.Slug}
 	}
 	return out
 }

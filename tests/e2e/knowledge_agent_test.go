@@ -22,7 +22,10 @@ import (
 )
 
 const (
-	kbVacationText = "# Vacation policy\n\nEmployees get 25 days of paid vacation per year.\nUnused days expire at the end of March.\n"
+	kbVacationText = "# Vacation policy\n\nEmployees get 25 days of paid vacation per year.\nUnused days expire at the end of March.\n" + kbVacationRule + "\n"
+	// kbVacationRule must reach the model verbatim: tool results are JSON
+	// without HTML escaping (no \u003e for ">").
+	kbVacationRule = "Carry-over needs a rating > 0.8 & fewer than <5> open days."
 	kbExpensesText = "# Expenses\n\nExpense reports are due within 30 days.\nMeals abroad are reimbursed up to 60 euros per day.\n"
 	kbSalariesText = "# Salaries\n\nThe salary bands are confidential and reviewed every April.\n"
 	kbBudgetText   = "# Budget\n\nThe travel budget for the year is 120000 euros.\n"
@@ -213,6 +216,12 @@ func TestKnowledgeAgentQueriesAndCitesItsSource(t *testing.T) {
 
 	// The tool result the model read: SearchOutputSchema with the right chunk.
 	res := testkit.ToolMessages(reqs[1])["call_kb_1"]
+	if !strings.Contains(res, kbVacationRule) || strings.Contains(res, `\u003`) || strings.Contains(res, `\u0026`) {
+		t.Errorf("the passage with <, > and & did not reach the model verbatim: %s", res)
+	}
+	if strings.Contains(res, "\n  ") || strings.HasSuffix(res, "\n") {
+		t.Errorf("tool result is not compact JSON: %q", res)
+	}
 	var out struct {
 		KBID    string           `json:"kb_id"`
 		Results []map[string]any `json:"results"`
@@ -583,30 +592,60 @@ func TestKnowledgeToolsAreRegistered(t *testing.T) {
 	t.Parallel()
 	p := testkit.StartLocal(t, nil)
 	user := p.Admin.NewUser("bob")
+	type listing struct {
+		Slug        string          `json:"slug"`
+		Name        string          `json:"name"`
+		DisplayName string          `json:"display_name"`
+		Category    string          `json:"category"`
+		Tags        []string        `json:"tags"`
+		Description string          `json:"description"`
+		Parameters  json.RawMessage `json:"parameters"`
+	}
 	var out struct {
-		Tools []struct {
-			Name        string          `json:"name"`
-			DisplayName string          `json:"display_name"`
-			Category    string          `json:"category"`
-			Tags        []string        `json:"tags"`
-			Description string          `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-		} `json:"tools"`
+		Success bool      `json:"success"`
+		Data    []listing `json:"data"`
 	}
 	user.Do("GET", "/api/system/tools", nil).Decode(t, &out)
 	found := map[string]bool{}
-	for _, tl := range out.Tools {
-		switch tl.Name {
+	for _, tl := range out.Data {
+		switch tl.Slug {
 		case "list_kbs", "query_kb", "find_kb_document", "open_kb_document", "search_file":
-			found[tl.Name] = true
+			found[tl.Slug] = true
 			var schema map[string]any
-			if tl.Category != "knowledge" || tl.DisplayName == "" || tl.DisplayName == tl.Name || tl.Description == "" ||
+			if tl.Category != "knowledge" || tl.Name == "" || tl.Name == tl.Slug || tl.DisplayName != tl.Name || tl.Description == "" ||
 				json.Unmarshal(tl.Parameters, &schema) != nil || schema["type"] != "object" {
 				t.Errorf("tool %s: %+v", tl.Name, tl)
 			}
 		}
 	}
-	if len(found) != 5 {
+	if len(found) != 5 || !out.Success {
 		t.Errorf("knowledge tools listed: %v", found)
+	}
+	// ?category filters; options are {label: display name, value: slug}.
+	var kbOnly struct{ Data []listing }
+	user.Do("GET", "/api/system/tools?category=knowledge", nil).Decode(t, &kbOnly)
+	if len(kbOnly.Data) != 5 {
+		t.Errorf("category=knowledge: %+v", kbOnly.Data)
+	}
+	for _, tl := range kbOnly.Data {
+		if tl.Category != "knowledge" {
+			t.Errorf("category filter let %s (%s) through", tl.Slug, tl.Category)
+		}
+	}
+	var opts struct {
+		Data []struct{ Label, Value string }
+	}
+	user.Do("GET", "/api/system/tools/options", nil).Decode(t, &opts)
+	labels := map[string]string{}
+	for _, o := range opts.Data {
+		labels[o.Value] = o.Label
+	}
+	for _, tl := range out.Data {
+		if labels[tl.Slug] != tl.Name {
+			t.Errorf("option for %s: %q, want %q", tl.Slug, labels[tl.Slug], tl.Name)
+		}
+	}
+	if len(opts.Data) != len(out.Data) || labels["ask_user_question"] == "" {
+		t.Errorf("options %v vs %d tools", opts.Data, len(out.Data))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -78,6 +79,8 @@ func params(path string) []string {
 // route may take them without a resource check.
 var unscopedParams = map[string]string{
 	"backend_id": "names code (the chatbot backend), the same for every user",
+	"uid":        "a candidate login id: check-uid answers only whether it is taken, as the original",
+	"image_key":  "an uploaded image's unguessable key (128 random bits), the capability <img> tags use",
 }
 
 // checkParam is the path parameter each resource check is about; the route
@@ -93,10 +96,9 @@ var readOnlyWrites = map[string]string{
 	"POST /api/knowledge/databases/{kb_id}/query-test":                    "a search: the body is the query",
 	"POST /api/knowledge/databases/external/{kb_id}/retrieve":             "a search: the body is the query",
 	"POST /api/knowledge/databases/external/{kb_id}/files/{file_id}/find": "a search in one file",
-	// Admin route: any admin who can see an agent may make it the instance
-	// default. Issue 9 (item 3) makes it superadmin-only; until then the
-	// suite proves an admin who cannot see the agent is refused.
-	"POST /api/agent/{agent_id}/set_default": "instance setting; superadmin-only under issue 9",
+	// The instance default: superadmin-only (issue 9, finding 3), and the
+	// superadmin reads every agent.
+	"POST /api/agent/{agent_id}/set_default": "instance setting; superadmin-only",
 }
 
 // readerQuery completes read routes that need a query to answer 200.
@@ -136,10 +138,13 @@ func TestTwoAccountSuite(t *testing.T) {
 	ctx := context.Background()
 	pool := p.P.App.Pool
 	super := p.Admin
-	var otherDept int64
-	if err := pool.QueryRow(ctx, `INSERT INTO departments (name) VALUES ('elsewhere') RETURNING id`).Scan(&otherDept); err != nil {
-		t.Fatal(err)
+	// The other department, created as the product does: with its admin.
+	r := super.Do("POST", "/api/departments", map[string]any{"name": "elsewhere", "description": "another team",
+		"admin_uid": "outsider", "admin_password": "password-outsider"})
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create department: %d %s", r.Status, r.Body)
 	}
+	otherDept := int64(r.JSON()["id"].(float64))
 	timeoutClient := &http.Client{Timeout: 15 * time.Second} // a stream served to B would otherwise hang the test
 	mk := func(uid, role string, dept *int64) *testkit.Client {
 		c := super.CreateUser(uid, role, dept)
@@ -150,10 +155,19 @@ func TestTwoAccountSuite(t *testing.T) {
 	kbOwner := mk("kb-owner", "admin", nil) // A of the knowledge resources
 	bob := mk("bob", "user", nil)           // B: a user of A's department
 	rival := mk("rival", "admin", nil)      // B: an admin of A's department
-	outsider := mk("outsider", "admin", &otherDept)
+	outsider := super.As("").Login("outsider", "password-outsider")
+	outsider.HTTP = timeoutClient
 	carol := mk("carol", "user", nil)         // reads alice's agent
 	kbReader := mk("kb-reader", "admin", nil) // reads kb-owner's KB
 	attackers := []caller{{"user of A's department", bob, false}, {"admin of A's department", rival, true}, {"admin of another department", outsider, true}}
+	outsiderUser := mk("outsider-user", "user", &otherDept)
+	attackers = append(attackers, caller{"user of another department", outsiderUser, false})
+	// Every call is recorded per route and role (the coverage the closing note reports).
+	cover := newCoverage(intake.New(intake.Deps{KBs: &kb.Store{}}).Routes())
+	alice.HTTP, kbOwner.HTTP = cover.client("owner"), cover.client("owner")
+	for _, b := range attackers {
+		b.c.HTTP = cover.client(b.name)
+	}
 
 	// --- A's chat resources: a private agent, a thread with a finished run
 	// and its request, an API key.
@@ -170,6 +184,11 @@ func TestTwoAccountSuite(t *testing.T) {
 	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
 	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
 	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
+	// A's identity resources: settings, a sandbox secret, an approved CLI login.
+	alice.OK("PUT", "/api/user/config", map[string]any{"enable_memory": true})
+	alice.OK("PUT", "/api/user/agent-env", map[string]any{"env": map[string]any{"ALICE_TOKEN": "alice-env-secret"}})
+	cliCode := alice.As("").OK("POST", "/api/auth/cli/sessions", map[string]any{"key_name": "alice's laptop"})["user_code"].(string)
+	alice.OK("POST", "/api/auth/cli/sessions/"+cliCode+"/approve", nil)
 
 	// --- A's knowledge resources: a private KB (read-shared with kbReader)
 	// with a document, an image, a folder, a bucket source and an upload
@@ -206,6 +225,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	// A's ids and secrets, none of which a list answers B with.
 	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
 		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin"}
+	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -217,6 +237,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		"options": map[string]any{"search_mode": "keyword"}, "patterns": []string{"pangolin"}, "final_top_k": 1,
 		"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/", "params": map[string]any{},
 	}
+	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
 	chat := func(reader *testkit.Client) fixture {
@@ -253,6 +274,14 @@ func TestTwoAccountSuite(t *testing.T) {
 					return c.Notify(notifyBody, "Authorization", "Bearer "+strings.Repeat("x", len(testkit.NotifyToken)))
 				},
 			}}},
+		// Admins manage the users of their own department (rival may manage
+		// alice: it is not an attacker here); the superadmin-only routes refuse
+		// every admin; a CLI login is seen by its approver only.
+		intake.ManageUser: {ids: identityIDs, status: []int{404}, codeOK: refusalCode,
+			callers: slices.DeleteFunc(slices.Clone(attackers), func(c caller) bool { return c.c == rival })},
+		intake.Superadmin: {ids: identityIDs, status: []int{403}, codeOK: func(code string) bool { return code == "superadmin_required" },
+			callers: attackers},
+		intake.CLISession: {ids: identityIDs, status: []int{404}, codeOK: refusalCode, callers: attackers},
 		intake.AgentsInBody: {status: []int{403, 404}, codeOK: refusalCode, callers: attackers,
 			call: map[string][]func(c *testkit.Client) testkit.Response{
 				"POST /api/chat/thread": {func(c *testkit.Client) testkit.Response {
@@ -383,6 +412,20 @@ func TestTwoAccountSuite(t *testing.T) {
 		return rows + "\n" + strings.Join(objs, "\n")
 	}
 	viewBefore, storedBefore := ownerView(), stored()
+	identityStored := func() string {
+		var out string
+		if err := pool.QueryRow(ctx, `SELECT json_build_object(
+			'alice', (SELECT row_to_json(u) FROM users u WHERE uid = 'alice'),
+			'config', (SELECT row_to_json(c) FROM user_config c JOIN users u ON u.id = c.user_id WHERE u.uid = 'alice'),
+			'env', (SELECT row_to_json(e) FROM agent_envs e JOIN users u ON u.id = e.user_id WHERE u.uid = 'alice'),
+			'cli', (SELECT json_agg(s ORDER BY s.id) FROM cli_auth_sessions s),
+			'departments', (SELECT json_agg(d ORDER BY d.id) FROM departments d),
+			'users', (SELECT count(*) FROM users), 'impersonations', (SELECT count(*) FROM impersonation_audit))::text`).Scan(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	identityBefore := identityStored()
 
 	routes := intake.New(intake.Deps{KBs: &kb.Store{}}).Routes()
 	walked := map[intake.Check]int{} // the key "(lists: no check)" counts the read routes without a check
@@ -405,7 +448,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 			// Lists and other reads without a check answer B with nothing of A's.
 			if rt.Method == "GET" && rt.Access != intake.Public {
-				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot})
+				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice"})
 				walked["(lists: no check)"]++
 				for _, b := range attackers {
 					if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
@@ -468,8 +511,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 		}
 		for _, b := range f.callers {
-			if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
-				continue // refused by role; route_table_test proves it
+			if (!b.admin && rt.Access == intake.Admin) || rt.Access == intake.SuperAdmin {
+				continue // refused by role; route_table_test proves it (no attacker is a superadmin)
 			}
 			for i, call := range reqs {
 				refused(f, b.name, fmt.Sprintf("%s #%d", rt.Pattern(), i), call(b.c))
@@ -521,6 +564,80 @@ func TestTwoAccountSuite(t *testing.T) {
 		if r.Status != http.StatusForbidden || r.Code() != "api_key_forbidden" {
 			t.Errorf("HOLE? %s mints an API key for A: %d %s", b.name, r.Status, r.Body)
 		}
+	}
+
+	// Every role meets every route's role rule: anonymous callers get 401
+	// and callers below the route's role 403 *_required, before any
+	// handler runs (route_table_test checks the same with a bare server).
+	anon := bob.As("")
+	anon.HTTP = cover.client("anonymous")
+	for _, rt := range routes {
+		if rt.Access == intake.Public {
+			continue
+		}
+		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice"}
+		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs} {
+			maps.Copy(all, m)
+		}
+		path, missing := fill(rt.Path, all)
+		if len(missing) > 0 {
+			t.Errorf("route %s: no id for %v", rt.Pattern(), missing)
+		}
+		r := anon.Do(rt.Method, path, hostile)
+		calls++
+		if r.Status != http.StatusUnauthorized || r.Code() == "" {
+			t.Errorf("anonymous: %s %s: %d %s, want 401 with a code", rt.Method, path, r.Status, r.Body)
+		}
+		for _, b := range attackers {
+			if (rt.Access == intake.Admin && !b.admin) || (rt.Access == intake.SuperAdmin && !b.admin) {
+				r := b.c.Do(rt.Method, path, hostile)
+				calls++
+				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_required") {
+					t.Errorf("%s: %s %s: %d %s, want 403 *_required", b.name, rt.Method, path, r.Status, r.Body)
+				}
+			}
+		}
+	}
+	// A's identity resources as they were: B's refused calls changed nothing.
+	if after := identityStored(); after != identityBefore {
+		t.Errorf("B's refused calls changed A's identity rows:\nbefore: %s\nafter:  %s", identityBefore, after)
+	}
+	if r := rival.Do("GET", "/api/auth/users/"+fmt.Sprint(aliceUserID), nil); r.Status != http.StatusOK {
+		t.Errorf("the admin of A's department cannot read A: %d %s", r.Status, r.Body)
+	}
+	// The owner reads every read route of its resources; every other
+	// account changes its own settings, and A's stay as they were (checked
+	// by identityStored above and below).
+	for _, rt := range routes {
+		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice,
+			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner}[rt.Check]
+		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
+			continue
+		}
+		path, _ := fill(rt.Path, map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID,
+			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image})
+		path += readerQuery[rt.Pattern()]
+		if r := owner.Do("GET", path, nil); r.Status != http.StatusOK {
+			t.Errorf("owner: GET %s: %d %s", path, r.Status, r.Body)
+		}
+	}
+	for i, b := range attackers {
+		b.c.OK("PUT", "/api/user/config", map[string]any{"enable_memory": i%2 == 0})
+		b.c.OK("PUT", "/api/user/agent-env", map[string]any{"env": map[string]any{"ALICE_TOKEN": "pwned"}})
+		if env := b.c.OK("GET", "/api/user/agent-env", nil)["env"].(map[string]any); env["ALICE_TOKEN"] != "pwned" {
+			t.Errorf("%s reads another environment: %v", b.name, env)
+		}
+	}
+	if after := identityStored(); after != identityBefore {
+		t.Errorf("other accounts' own settings changed A's:\nbefore: %s\nafter:  %s", identityBefore, after)
+	}
+	if env := alice.OK("GET", "/api/user/agent-env", nil)["env"].(map[string]any); env["ALICE_TOKEN"] != "alice-env-secret" {
+		t.Errorf("A's environment changed: %v", env)
+	}
+	covered, total, missing := cover.summary()
+	t.Logf("route×role pairs called: %d of %d (%d routes × %d roles); never called: %d", covered, total, len(routes), len(suiteRoles), len(missing))
+	for _, m := range missing {
+		t.Logf("  not called: %s", m)
 	}
 
 	for check := range fixtures {

@@ -73,6 +73,7 @@ func (s Stack) Env(extra Env) Env {
 		"YUXI_SWEEP_STALE":            "20s",
 		"YUXI_SSE_HEARTBEAT":          "15s",
 		"LOG_LEVEL":                   "warn",
+		"YUXI_ENCRYPTION_KEY":         "testkit-encryption-key-0123456789abcdef",
 	}
 	for k, v := range extra {
 		e[k] = v

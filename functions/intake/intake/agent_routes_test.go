@@ -3,6 +3,7 @@ package intake_test
 import (
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -185,7 +186,7 @@ func TestAgentRoutesLifecycleAcrossAccounts(t *testing.T) {
 	}
 }
 
-func TestAgentRoutesSetDefaultRequiresAdmin(t *testing.T) {
+func TestAgentRoutesSetDefaultRequiresSuperadmin(t *testing.T) {
 	t.Parallel()
 	a := newChatAPI(t)
 	a.want(a.call("POST", "/api/agent", "alice", `{"name": "Team", "slug": "team",
@@ -199,22 +200,23 @@ func TestAgentRoutesSetDefaultRequiresAdmin(t *testing.T) {
 		return r.str("slug")
 	}
 
-	// A plain user, even the creator, may not move the default.
-	a.want(a.call("POST", "/api/agent/team/set_default", "alice", ""), 403, "admin_required", "user sets default")
+	// A plain user, even the creator, may not move the default; nor may an
+	// admin (of any department): the default is the instance's, the
+	// superadmin's setting (issue 9, finding 3).
+	a.want(a.call("POST", "/api/agent/team/set_default", "alice", ""), 403, "superadmin_required", "user sets default")
+	a.want(a.call("POST", "/api/agent/team/set_default", "adm", ""), 403, "superadmin_required", "admin sets default")
+	a.want(a.call("POST", "/api/agent/private/set_default", "adm", ""), 403, "superadmin_required", "admin sets an invisible agent")
 	a.want(a.call("POST", "/api/agent/team/set_default", "", ""), 401, "", "anonymous sets default")
 	if got := defaultSlug(); got != "default-chatbot" {
 		t.Fatalf("refused set_default moved the default to %s", got)
 	}
-
-	// An admin may not make an agent it cannot see the default.
-	a.want(a.call("POST", "/api/agent/private/set_default", "adm", ""), 404, "agent_not_found", "admin sets an invisible agent")
-	a.want(a.call("POST", "/api/agent/missing/set_default", "adm", ""), 404, "agent_not_found", "admin sets a missing agent")
+	a.want(a.call("POST", "/api/agent/missing/set_default", "root", ""), 404, "agent_not_found", "root sets a missing agent")
 	if got := defaultSlug(); got != "default-chatbot" {
 		t.Fatalf("a 404 set_default moved the default to %s", got)
 	}
 
-	r := a.call("POST", "/api/agent/team/set_default", "adm", "")
-	a.want(r, 200, "", "admin sets default")
+	r := a.call("POST", "/api/agent/team/set_default", "root", "")
+	a.want(r, 200, "", "root sets default")
 	if r.body["slug"] != "team" || r.body["is_default"] != true {
 		t.Fatalf("set_default answer: %s", r.raw)
 	}
@@ -233,4 +235,34 @@ func TestAgentRoutesSetDefaultRequiresAdmin(t *testing.T) {
 	if got := defaultSlug(); got != "default-chatbot" {
 		t.Fatalf("default = %s after restore", got)
 	}
+}
+
+// An agent created without share_config is its creator's alone (finding 3 of
+// issue 9): on main every user read it, system prompt included.
+func TestAgentRoutesPrivateByDefault(t *testing.T) {
+	t.Parallel()
+	a := newChatAPI(t)
+	a.want(a.call("POST", "/api/agent", "alice", `{"name": "Mine", "slug": "mine",
+		"config_json": {"context": {"system_prompt": "alice's secret prompt"}}}`), 200, "", "create without share_config")
+	for _, uid := range []string{"bob", "adm"} {
+		a.want(a.call("GET", "/api/agent/mine", uid, ""), 404, "agent_not_found", uid+" reads alice's agent")
+		if r := a.call("GET", "/api/agent", uid, ""); strings.Contains(r.raw, "secret prompt") || strings.Contains(r.raw, `"mine"`) {
+			t.Fatalf("%s lists alice's private agent: %s", uid, r.raw)
+		}
+		a.want(a.call("POST", "/api/chat/thread", uid, `{"agent_id": "mine", "title": "t"}`), 404, "", uid+" opens a thread on alice's agent")
+	}
+	r := a.call("GET", "/api/agent/mine", "alice", "")
+	a.want(r, 200, "", "alice reads her agent")
+	if r.body["permission"] != "manage" {
+		t.Fatalf("alice's permission: %s", r.raw)
+	}
+	a.want(a.call("GET", "/api/agent/mine", "root", ""), 200, "", "root reads it")
+	// Clearing share_config keeps it private (never global).
+	a.want(a.call("PUT", "/api/agent/mine", "alice", `{"share_config": null}`), 200, "", "alice clears share_config")
+	a.want(a.call("GET", "/api/agent/mine", "bob", ""), 404, "agent_not_found", "bob after share_config null")
+	// Sharing is explicit.
+	a.want(a.call("PUT", "/api/agent/mine", "alice", `{"share_config": {"version": 2, "read_scope": {"access_level": "global"}}}`), 200, "", "share globally")
+	a.want(a.call("GET", "/api/agent/mine", "bob", ""), 200, "", "bob reads a shared agent")
+	// The built-in agent stays visible to everyone.
+	a.want(a.call("GET", "/api/agent/default-chatbot", "bob", ""), 200, "", "bob reads the built-in")
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 )
 
@@ -204,14 +206,83 @@ func TestAuthRoutesLoginFailuresAndLock(t *testing.T) {
 	if right.status != 423 || right.header.Get("X-Lock-Remaining") == "" {
 		t.Fatalf("right password while locked: %d %s", right.status, right.raw)
 	}
-	var failed int
+	// An unknown login from the same address answers exactly alike once it
+	// has failed as often (issue 9, finding 2: no account oracle).
+	var ghost authAPIResp
+	for range auth.DefaultLockThreshold {
+		ghost = a.login("nobody", "wrong password")
+	}
+	if ghost.status != locked.status || ghost.errorCode() != locked.errorCode() || ghost.body["detail"] != locked.body["detail"] ||
+		ghost.header.Get("Retry-After") != locked.header.Get("Retry-After") {
+		t.Fatalf("unknown account: %d %v %s; locked one: %d %s", ghost.status, ghost.header, ghost.raw, locked.status, locked.raw)
+	}
+	// The lock is the (login, address) pair's, not the account's.
 	var lockedUntilSet bool
-	if err := a.pool.QueryRow(context.Background(), `SELECT login_failed_count, login_locked_until > now() FROM users WHERE uid = 'alice'`).
-		Scan(&failed, &lockedUntilSet); err != nil {
+	if err := a.pool.QueryRow(context.Background(), `SELECT login_locked_until IS NOT NULL FROM users WHERE uid = 'alice'`).
+		Scan(&lockedUntilSet); err != nil {
 		t.Fatal(err)
 	}
-	if failed != auth.DefaultLockThreshold || !lockedUntilSet {
-		t.Fatalf("alice: failed=%d locked=%v", failed, lockedUntilSet)
+	if lockedUntilSet {
+		t.Fatal("the account itself was locked")
+	}
+}
+
+// Behind a trusted proxy the client is the proxy's X-Forwarded-For hop: a
+// stranger's failures lock the stranger's address only, alice still logs in
+// from hers, and her existing session keeps working (on main it answered
+// 423 too). Hops from an untrusted peer are ignored.
+func TestAuthRoutesLockIsPerClientAddress(t *testing.T) {
+	t.Parallel()
+	a := newAuthAPI(t)
+	root := a.initRoot()
+	aliceTok := a.addUser(root, "alice")
+	trusted, err := clientaddr.Parse("127.0.0.0/8, ::1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(intake.New(intake.Deps{Auth: a.svc, ClientAddr: trusted}).Handler())
+	t.Cleanup(srv.Close)
+	loginFrom := func(xff, password string) *http.Response {
+		t.Helper()
+		form := url.Values{"username": {"alice"}, "password": {password}}
+		req, _ := http.NewRequest("POST", srv.URL+"/api/auth/token", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", xff)
+		res, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	var last *http.Response
+	for range auth.DefaultLockThreshold {
+		last = loginFrom("203.0.113.9", "wrong password")
+	}
+	if last.StatusCode != 423 || last.Header.Get("Retry-After") != "300" {
+		t.Fatalf("stranger's fifth failure: %d %v", last.StatusCode, last.Header)
+	}
+	if r := loginFrom("198.51.100.7", authAPIPassword); r.StatusCode != 200 {
+		t.Fatalf("alice from her own address: %d", r.StatusCode)
+	}
+	if r := a.call("GET", "/api/auth/me", aliceTok, "", ""); r.status != 200 {
+		t.Fatalf("alice's session after the stranger's lock: %d %s", r.status, r.raw)
+	}
+	// Without trust (the default), X-Forwarded-For is the client's claim and
+	// ignored: the stranger cannot rotate it to escape the lock.
+	for i := range auth.DefaultLockThreshold {
+		req, _ := http.NewRequest("POST", a.srv.URL+"/api/auth/token", strings.NewReader(url.Values{"username": {"alice"}, "password": {"wrong"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("X-Forwarded-For", fmt.Sprintf("192.0.2.%d", i+1))
+		res, err := a.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		last = res
+	}
+	if last.StatusCode != 423 {
+		t.Fatalf("rotating X-Forwarded-For without a trusted proxy escaped the lock: %d", last.StatusCode)
 	}
 }
 

@@ -9,14 +9,17 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 // Deps are the intake's collaborators, built by main.
@@ -42,8 +45,15 @@ type Deps struct {
 	Outbox    *outbox.Outbox
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
+	// ClientAddr resolves a request's client address (the peer, or the
+	// X-Forwarded-For hop of a trusted proxy); logins are throttled by it.
+	ClientAddr clientaddr.Resolver
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
 	NotifyToken string
+	// Settings are users' own settings and images (nil: those routes answer 503).
+	Settings *usersettings.Store
+	// OIDC is single sign-on (nil or disabled: the OIDC routes say so).
+	OIDC *oidc.Service
 	// SSEHeartbeat and SSEMaxDuration tune the event streams (defaults 15s and 30 min).
 	SSEHeartbeat   time.Duration
 	SSEMaxDuration time.Duration

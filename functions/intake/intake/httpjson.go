@@ -97,6 +97,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, limit int64, v any) erro
 	if !json.Valid(data) {
 		return failure.Invalid("invalid_json", "request body is not valid JSON")
 	}
+	if err := checkJSONText(data); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(data, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
@@ -116,6 +119,16 @@ func parseForm(w http.ResponseWriter, r *http.Request, limit int64) error {
 			return failure.New(failure.KindTooLarge, "payload_too_large", "request body exceeds %d bytes", limit)
 		}
 		return failure.Invalid("invalid_form", "cannot parse form body: %v", err)
+	}
+	for k, vs := range r.Form {
+		if err := checkText("invalid_form", "form field name", k); err != nil {
+			return err
+		}
+		for _, v := range vs {
+			if err := checkText("invalid_form", "form field "+k, v); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

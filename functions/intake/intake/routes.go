@@ -37,6 +37,9 @@ const (
 	ManageKB     Check = "kb_manage"     // {kb_id} may be managed by the caller
 	NotifyToken  Check = "notify_token"  // the bucket-notification shared secret
 	AgentsInBody Check = "agent_in_body" // the agent (and thread) named in the body are the caller's
+	ManageUser   Check = "user_manage"   // {user_id} is managed by the caller (an admin: users of its department)
+	Superadmin   Check = "superadmin"    // only the superadmin reaches it (the role check is the resource check)
+	CLISession   Check = "cli_session"   // {user_code} is a pending CLI login or one the caller approved
 	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
 )
 
@@ -70,6 +73,44 @@ func (s *Server) Routes() []Route {
 		{"POST", "/api/auth/users", Admin, NoCheck, s.createUser},
 		{"GET", "/api/auth/users", Admin, NoCheck, s.listUsers},
 
+		// Users, profiles, impersonation (routes_users.go).
+		{"GET", "/api/auth/users/access-options", Admin, NoCheck, s.userAccessOptions},
+		{"GET", "/api/auth/users/{user_id}", Admin, ManageUser, s.getUser},
+		{"PUT", "/api/auth/users/{user_id}", Admin, ManageUser, s.updateUser},
+		{"DELETE", "/api/auth/users/{user_id}", Admin, ManageUser, s.deleteUser},
+		{"POST", "/api/auth/validate-username", Admin, NoCheck, s.validateUsername},
+		{"GET", "/api/auth/check-uid/{uid}", Admin, NoCheck, s.checkUID}, // {uid} is a candidate login id
+		{"PUT", "/api/auth/profile", User, NoCheck, s.updateProfile},
+		{"POST", "/api/auth/upload-avatar", User, NoCheck, s.uploadAvatar},
+		{"POST", "/api/auth/impersonate/{user_id}", SuperAdmin, Superadmin, s.impersonate},
+
+		// Departments (routes_dept.go).
+		{"GET", "/api/departments", Admin, NoCheck, s.listDepartments},
+		{"POST", "/api/departments", SuperAdmin, Superadmin, s.createDepartment},
+		{"GET", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.getDepartment},
+		{"PUT", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.updateDepartment},
+		{"DELETE", "/api/departments/{department_id}", SuperAdmin, Superadmin, s.deleteDepartment},
+
+		// CLI device login (routes_cli_login.go).
+		{"POST", "/api/auth/cli/sessions", Public, NoCheck, s.createCLISession},
+		{"GET", "/api/auth/cli/sessions/{user_code}", User, CLISession, s.getCLISession},
+		{"POST", "/api/auth/cli/sessions/{user_code}/approve", User, CLISession, s.approveCLISession},
+		{"POST", "/api/auth/cli/sessions/token", Public, NoCheck, s.exchangeCLISession},
+
+		// OIDC login (routes_oidc.go).
+		{"GET", "/api/auth/oidc/config", Public, NoCheck, s.oidcConfig},
+		{"GET", "/api/auth/oidc/login-url", Public, NoCheck, s.oidcLoginURL},
+		{"GET", "/api/auth/oidc/callback", Public, NoCheck, s.oidcCallback},
+		{"POST", "/api/auth/oidc/exchange-code", Public, NoCheck, s.oidcExchangeCode},
+
+		// The caller's own settings and images (routes_user_settings.go).
+		{"GET", "/api/user/config", User, NoCheck, s.getUserConfig},
+		{"PUT", "/api/user/config", User, NoCheck, s.updateUserConfig},
+		{"GET", "/api/user/agent-env", User, NoCheck, s.getAgentEnv},
+		{"PUT", "/api/user/agent-env", User, NoCheck, s.updateAgentEnv},
+		{"POST", "/api/user/upload-image", User, NoCheck, s.uploadUserImage},
+		{"GET", userImagesPrefix + "{image_key...}", Public, NoCheck, s.userImage}, // the key is the capability
+
 		// API keys (routes_apikey.go).
 		{"GET", "/api/user/apikey", User, NoCheck, s.listAPIKeys},
 		{"GET", "/api/user/apikey/{$}", User, NoCheck, s.listAPIKeys},
@@ -88,8 +129,9 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/agent/{agent_id}", User, ReadAgent, s.getAgent},
 		{"PUT", "/api/agent/{agent_id}", User, ManageAgent, s.updateAgent},
 		{"DELETE", "/api/agent/{agent_id}", User, ManageAgent, s.deleteAgent},
-		{"POST", "/api/agent/{agent_id}/set_default", Admin, ReadAgent, s.setDefaultAgent},
+		{"POST", "/api/agent/{agent_id}/set_default", SuperAdmin, ReadAgent, s.setDefaultAgent}, // the instance default: superadmin only
 		{"GET", "/api/system/tools", User, NoCheck, s.listTools},
+		{"GET", "/api/system/tools/options", User, NoCheck, s.toolOptions},
 
 		// Threads (routes_thread.go).
 		{"POST", "/api/chat/thread", User, AgentsInBody, s.createThread},
@@ -209,6 +251,10 @@ func (s *Server) Handler() http.Handler {
 	})
 	ext.HandleFunc("/", notFound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := refuseUncleanPath(r); err != nil {
+			writeError(w, s.log, err)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, externalPrefix) {
 			ext.ServeHTTP(w, r)
 			return
@@ -227,6 +273,12 @@ func (s *Server) serve(rt Route) http.Handler {
 			writeErr = writeOpenAIError
 		}
 		p, err := s.authorize(r, rt.Access)
+		if err == nil {
+			err = checkPathParams(r, rt.Path)
+		}
+		if err == nil {
+			err = checkQuery(r)
+		}
 		if err != nil {
 			writeErr(w, s.log, err)
 			return

@@ -139,7 +139,16 @@ func (s *Server) setDefaultAgent(w http.ResponseWriter, r *http.Request, p auth.
 	return nil
 }
 
+// listTools answers GET /api/system/tools[?category=…] as the original's
+// tool_router: {success, data: [{id, slug, name (display), display_name,
+// description, category, tags, parameters}]}.
 func (s *Server) listTools(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"tools": s.d.Tools.Specs()})
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": s.d.Tools.Listings(r.URL.Query().Get("category"))})
+	return nil
+}
+
+// toolOptions answers GET /api/system/tools/options: {success, data: [{label, value}]}.
+func (s *Server) toolOptions(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": s.d.Tools.Options()})
 	return nil
 }

@@ -41,7 +41,7 @@ func (s *Server) loginForToken(w http.ResponseWriter, r *http.Request, _ auth.Pr
 	if err := parseForm(w, r, s.d.MaxBodyBytes); err != nil {
 		return err
 	}
-	tok, err := s.d.Auth.Login(r.Context(), r.PostForm.Get("username"), r.PostForm.Get("password"))
+	tok, err := s.d.Auth.LoginFrom(r.Context(), r.PostForm.Get("username"), r.PostForm.Get("password"), s.d.ClientAddr.Addr(r))
 	if err != nil {
 		return err
 	}

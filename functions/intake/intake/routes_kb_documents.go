@@ -63,6 +63,9 @@ func filePart(w http.ResponseWriter, r *http.Request) (*multipart.Part, error) {
 			return nil, uploadReadError(err)
 		}
 		if part.FormName() == "file" && part.FileName() != "" {
+			if err := checkFileName(part.FileName()); err != nil {
+				return nil, err
+			}
 			return part, nil
 		}
 	}

@@ -11,12 +11,14 @@ package chat
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
+	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -74,7 +76,9 @@ func Auth(ctx context.Context, core *bootstrap.Core) (*auth.Service, error) {
 			return nil, err
 		}
 	}
-	return auth.NewService(core.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret})
+	// Login attempts per client address, counted in Redis across processes.
+	limit := ratelimit.New(core.Redis, core.Config.RedisPrefix+"login-rate:", core.Config.LoginAttemptsPerMinute, time.Minute)
+	return auth.NewService(core.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret, LoginLimiter: limit})
 }
 
 // modelCatalog adapts the model registry to the queue's Models.

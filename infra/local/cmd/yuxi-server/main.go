@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/local"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 )
 
 func main() {
@@ -31,11 +34,49 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if getenv("YUXI_CREATE_DATABASE") == "" {
 		cfg.CreateDatabase = true // a fresh machine has the server but not the database
 	}
+	if cfg.EncryptionKey == "" && cfg.EncryptionKeyFile == "" {
+		cfg.EncryptionKeyFile = ".yuxi/encryption.key" // generated on first start, next to the objects; never in the database
+	}
 	p, err := local.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
+	sb, err := startSandbox(ctx, getenv)
+	if err != nil {
+		return err
+	}
+	h, err := sb.Health(ctx)
+	if err != nil {
+		return err
+	}
 	return p.Run(ctx, ":"+cfg.Port, func(a net.Addr) {
-		fmt.Fprintf(os.Stderr, "yuxi: ready, API on http://%s (all functions in one process)\n", a)
+		fmt.Fprintf(os.Stderr, "yuxi: ready, API on http://%s (all functions in one process; sandbox provisioner backend %s)\n", a, h.Backend)
 	})
+}
+
+// startSandbox starts the sandbox provisioner in this process (or uses
+// SANDBOX_PROVISIONER_URL's).
+func startSandbox(ctx context.Context, getenv func(string) string) (*sandbox.Client, error) {
+	seconds := func(name string) (time.Duration, error) {
+		v := getenv(name)
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return 0, fmt.Errorf("%s=%q is not a positive number of seconds", name, v)
+		}
+		return time.Duration(n) * time.Second, nil
+	}
+	exec, err := seconds("SANDBOX_EXEC_TIMEOUT_SECONDS")
+	if err != nil {
+		return nil, err
+	}
+	idle, err := seconds("SANDBOX_IDLE_TIMEOUT_SECONDS")
+	if err != nil {
+		return nil, err
+	}
+	return local.StartSandbox(ctx, local.SandboxConfig{URL: getenv("SANDBOX_PROVISIONER_URL"), Token: getenv("SANDBOX_PROVISIONER_TOKEN"),
+		Backend: getenv("PROVISIONER_BACKEND"), VolumeDir: getenv("SANDBOX_VOLUME_DIR"), ExecTimeout: exec, IdleTimeout: idle,
+		CgroupParent: getenv("SANDBOX_CGROUP_PARENT")})
 }

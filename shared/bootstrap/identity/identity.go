@@ -1,0 +1,41 @@
+// Package identity builds the identity side of the API on a bootstrap.Core:
+// the auth service (chat.Auth), users' own settings and images, and OIDC
+// single sign-on from the original's OIDC_* variables. It opens no
+// connection of its own; the OIDC provider is reached on first login.
+//
+// Imported by: the intake main, infra/local.
+// May import: shared/bootstrap, shared/bootstrap/chat, shared/auth, shared/blob,
+// shared/oidc, shared/usersettings.
+package identity
+
+import (
+	"context"
+
+	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/oidc"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
+)
+
+// Kit is what the identity routes need.
+type Kit struct {
+	Auth     *auth.Service
+	Settings *usersettings.Store
+	OIDC     *oidc.Service
+}
+
+// Open builds the kit; objects stores uploaded images (nil: uploads answer 503).
+func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, error) {
+	a, err := chat.Auth(ctx, core)
+	if err != nil {
+		return Kit{}, err
+	}
+	cfg, err := oidc.LoadConfig(core.Config.Environ)
+	if err != nil {
+		return Kit{}, err
+	}
+	return Kit{Auth: a, Settings: usersettings.New(core.Pool, objects),
+		OIDC: oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log})}, nil
+}
