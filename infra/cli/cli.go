@@ -1,7 +1,8 @@
 // Package cli is the `yuxi` command line: remotes (add, use, ping, list),
 // login with an API key, whoami, status, logout, and knowledge bases (list,
 // query, upload of files and directories — resumable by content hash, with
-// a bounded number of uploads in flight). Configuration lives in
+// a bounded number of uploads in flight). Login takes an API key or runs
+// the device-code flow with a browser. Configuration lives in
 // ~/.yuxi/config.toml (0600). Errors are one line on stderr and a non-zero
 // exit; --json prints machine-readable output for scripts.
 //
@@ -41,6 +42,7 @@ const usage = `usage: yuxi [--json] [--remote NAME] <command>
 
   remote add NAME URL | remote use NAME | remote list | remote ping [NAME]
   login --api-key KEY      store an API key for the remote (checked against it)
+  login --browser [--no-open]  sign in with the browser (device code) and store a new API key
   whoami | status | logout
   kb list
   kb query KB_ID QUERY [--top-k N]
