@@ -153,6 +153,15 @@ func TestCLI(t *testing.T) {
 	if out := ok("kb", "query", kbID, "pangolin"); !strings.Contains(out, "pangolin") {
 		t.Errorf("text query output: %q", out)
 	}
+	intro := names["intro.md"]["file_id"].(string)
+	if out := ok("kb", "open", kbID, intro, "--limit", "50"); !strings.Contains(out, "The pangolin protocol needs two keys.") {
+		t.Errorf("kb open: %q", out)
+	}
+	var match map[string]any
+	js(&match, "kb", "find", kbID, intro, "two keys")
+	if wins, _ := match["windows"].([]any); len(wins) != 1 || !strings.Contains(wins[0].(map[string]any)["content"].(string), "two keys") {
+		t.Errorf("kb find: %v", match)
+	}
 
 	fails(2, "unknown command", "frobnicate")
 	fails(2, "--concurrency", "kb", "upload", kbID, dir, "--concurrency", "0")
