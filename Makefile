@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 PORT ?= 5050
-FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index
+FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index evaluate
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 
 .DEFAULT_GOAL := help
@@ -105,6 +105,26 @@ lint: ## go vet, gofmt, go mod tidy, and the architecture rules (function isolat
 	cd tests/bench/peers && $(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) test -count=1 ./tests/manifests/
+
+LAMBDA_ARCH ?= arm64
+.PHONY: build-lambda
+build-lambda: ## Cross-compile every function (functions/*) into bin/lambda/<name>.zip holding a provided.al2023 bootstrap (LAMBDA_ARCH=arm64|amd64)
+	@mkdir -p bin/lambda
+	@for d in functions/*/; do f=$$(basename $$d); [ -f $$d/main.go ] || continue; \
+		mkdir -p bin/lambda/$$f; \
+		CGO_ENABLED=0 GOOS=linux GOARCH=$(LAMBDA_ARCH) $(GO) build -trimpath -tags lambda.norpc -ldflags='-s -w' -o bin/lambda/$$f/bootstrap ./functions/$$f || exit 1; \
+		rm -f bin/lambda/$$f.zip; \
+		if command -v zip >/dev/null 2>&1; then (cd bin/lambda/$$f && zip -q -X ../$$f.zip bootstrap); \
+		else python3 -c 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; z.writestr(i,open(sys.argv[2],"rb").read(),zipfile.ZIP_DEFLATED)' bin/lambda/$$f.zip bin/lambda/$$f/bootstrap; fi || exit 1; \
+		echo "bin/lambda/$$f.zip"; done
+
+.PHONY: localstack-up
+localstack-up: build-lambda ## Start LocalStack with Docker and apply localstack/ init hooks (needs Docker; not available on the CI machines)
+	docker compose -f localstack/docker-compose.yml up -d --wait
+
+.PHONY: localstack-down
+localstack-down: ## Stop LocalStack
+	docker compose -f localstack/docker-compose.yml down -v
 
 .PHONY: build
 build: ## Build every function binary, the all-in-one runner (yuxi-server) and the yuxi CLI into bin/

@@ -166,19 +166,24 @@ func Schema(eventType string) ([]byte, error) {
 }
 
 var schemaNames = map[string]string{
-	TypeStepReady:           "agent.step.ready.v1.json",
-	TypeToolCallRequested:   "tool.call.requested.v1.json",
-	TypeRunFinished:         "run.finished.v1.json",
-	TypeSweepRequested:      "dispatcher.sweep.requested.v1.json",
-	TypeDocumentUploaded:    "document.uploaded.v1.json",
-	TypeDocumentParsed:      "document.parsed.v1.json",
-	TypeBucketObjectChanged: "bucket.object.changed.v1.json",
-	TypeGCSObjectFinalized:  "gcs.object.v1.json",
-	TypeGCSObjectDeleted:    "gcs.object.v1.json",
+	TypeStepReady:            "agent.step.ready.v1.json",
+	TypeToolCallRequested:    "tool.call.requested.v1.json",
+	TypeRunFinished:          "run.finished.v1.json",
+	TypeSweepRequested:       "dispatcher.sweep.requested.v1.json",
+	TypeDocumentUploaded:     "document.uploaded.v1.json",
+	TypeDocumentParsed:       "document.parsed.v1.json",
+	TypeBucketObjectChanged:  "bucket.object.changed.v1.json",
+	TypeGCSObjectFinalized:   "gcs.object.v1.json",
+	TypeGCSObjectDeleted:     "gcs.object.v1.json",
+	TypeEvaluationBatchReady: "evaluation.batch.ready.v1.json",
+	TypeEvaluationTick:       "evaluation.tick.v1.json",
+	TypeEvaluationRegressed:  "evaluation.regressed.v1.json",
+	TypeDatasetBatchReady:    "evaluation.dataset.batch.ready.v1.json",
 }
 
 // Types lists every event type this package defines a payload for.
 func Types() []string {
 	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested,
-		TypeDocumentUploaded, TypeDocumentParsed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted}
+		TypeDocumentUploaded, TypeDocumentParsed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted,
+		TypeEvaluationBatchReady, TypeDatasetBatchReady}
 }

@@ -57,6 +57,14 @@ func decodeAny(t *testing.T, typ string, data []byte) events.Payload {
 		p, err = events.Decode[events.BucketObjectChanged](data)
 	case events.TypeGCSObjectFinalized, events.TypeGCSObjectDeleted:
 		p, err = events.Decode[events.GCSObject](data)
+	case events.TypeEvaluationBatchReady:
+		p, err = events.Decode[events.EvaluationBatchReady](data)
+	case events.TypeEvaluationTick:
+		p, err = events.Decode[events.EvaluationTick](data)
+	case events.TypeEvaluationRegressed:
+		p, err = events.Decode[events.EvaluationRegressed](data)
+	case events.TypeDatasetBatchReady:
+		p, err = events.Decode[events.DatasetBatchReady](data)
 	default:
 		t.Fatalf("fixture of unknown type %s", typ)
 	}
@@ -109,7 +117,7 @@ func TestFixturesRoundTrip(t *testing.T) {
 			t.Errorf("%s: round trip differs:\n fixture %s\n rebuilt %s", f, a, b)
 		}
 	}
-	for _, typ := range events.Types() {
+	for _, typ := range append(events.Types(), events.TypeEvaluationTick, events.TypeEvaluationRegressed) {
 		if !seen[typ] {
 			t.Errorf("no fixture for %s", typ)
 		}
@@ -137,6 +145,9 @@ func TestSchemasRejectBadPayloads(t *testing.T) {
 		{events.TypeBucketObjectChanged, `{"provider":"ftp","bucket":"b","key":"k","op":"created"}`},
 		{events.TypeBucketObjectChanged, `{"provider":"s3","bucket":"b","key":"k","op":"renamed"}`},
 		{events.TypeGCSObjectFinalized, `{"bucket":"b"}`},
+		{events.TypeEvaluationBatchReady, `{"run_id":"r","batch":-1}`},
+		{events.TypeEvaluationTick, `{"time":"yesterday"}`},
+		{events.TypeDatasetBatchReady, `{"dataset_id":""}`},
 	}
 	for _, c := range cases {
 		var data any

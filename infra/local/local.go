@@ -1,5 +1,6 @@
 // Package local is the all-in-one process behind `make run`: it hosts every
-// function (intake, dispatcher, agent-step, tool-invoke) in one process, wires
+// function (intake, dispatcher, agent-step, tool-invoke, doc-parse, kb-index,
+// evaluate) in one process, wires
 // them with the in-process event bus (the same routing Knative Triggers give),
 // runs the outbox relay and the dispatcher's sweep on a timer, and serves the
 // API on PORT (default 5050). It needs only PostgreSQL and Redis.
@@ -23,6 +24,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
+	"github.com/yuxi-serverless/yuxi/functions/evaluate/evaluate"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
@@ -80,7 +82,8 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	// cores to the API and chat (YUXI_INGEST_CONCURRENCY).
 	n := cfg.IngestConcurrency
 	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n,
-		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n}
+		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n,
+		events.TypeEvaluationBatchReady: n, events.TypeDatasetBatchReady: n}
 	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
 	if err != nil {
 		return nil, err
@@ -116,21 +119,25 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 
 	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
-	parseRouter, indexRouter := app.Router("doc-parse"), app.Router("kb-index")
+	evals := k.Evaluation()
+	eval := evaluate.New(evals, evaluate.Config{Crash: crash}, core.Log)
+
+	parseRouter, indexRouter, evalRouter := app.Router("doc-parse"), app.Router("kb-index"), app.Router("evaluate")
 	step.Register(stepRouter)
 	tools.Register(toolRouter)
 	disp.Register(dispRouter)
 	parse.Register(parseRouter)
 	index.Register(indexRouter)
-	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter))
+	eval.Register(evalRouter)
+	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter, evalRouter))
 
 	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
-		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies})
-	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
+		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies, Evaluation: evals})
+	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
 		hub: hub, sweep: disp}, nil
 }
 

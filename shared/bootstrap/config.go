@@ -14,6 +14,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/netguard"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Config is everything a process needs, read once at start.
@@ -27,6 +28,41 @@ type Config struct {
 	Sink string
 	// Runtime: http | lambda | gcf (see faas.DetectRuntime).
 	Runtime string
+	// Relay is YUXI_RELAY: how the outbox publishes events — http (to
+	// K_SINK; the default when K_SINK is set), eventbridge, sqs or pubsub.
+	// The local runner ignores it (in-process bus).
+	Relay string
+	// EventBridgeBus (YUXI_EVENTBRIDGE_BUS, name or ARN) and
+	// EventBridgeSource (YUXI_EVENTBRIDGE_SOURCE, default yuxi.outbox) for
+	// YUXI_RELAY=eventbridge.
+	EventBridgeBus    string
+	EventBridgeSource string
+	// SQSQueues is YUXI_SQS_QUEUES for YUXI_RELAY=sqs: "type=queue-url,…",
+	// "*" for the other types (cloudbus.ParseRoutes).
+	SQSQueues string
+	// AWSRegion (AWS_REGION) and AWSEndpoint (YUXI_AWS_ENDPOINT: another
+	// endpoint for EventBridge and SQS, such as LocalStack's
+	// http://localhost:4566). Credentials come from the AWS SDK's default
+	// chain (the Lambda role's environment, a profile, instance metadata).
+	AWSRegion   string
+	AWSEndpoint string
+	// PubSubTopics is YUXI_PUBSUB_TOPICS for YUXI_RELAY=pubsub: one topic,
+	// or "type=topic,…" with "*" for the other types; PubSubProject is
+	// YUXI_PUBSUB_PROJECT (default GOOGLE_CLOUD_PROJECT); PubSubOrdering
+	// (YUXI_PUBSUB_ORDERING, default on) gives a thread's events its id as
+	// ordering key.
+	PubSubTopics   string
+	PubSubProject  string
+	PubSubOrdering bool
+
+	// OTLPEndpoint is OTEL_EXPORTER_OTLP_ENDPOINT: traces and RED metrics
+	// are exported there over OTLP/HTTP (shared/telemetry); empty: off.
+	// OTLPHeaders is OTEL_EXPORTER_OTLP_HEADERS ("k=v,…"; Langfuse:
+	// Authorization=Basic%20<base64 pk:sk>); OTLPFlush is
+	// OTEL_BSP_SCHEDULE_DELAY (milliseconds, default 1000).
+	OTLPEndpoint string
+	OTLPHeaders  map[string]string
+	OTLPFlush    time.Duration
 
 	JWTSecret    string // YUXI_JWT_SECRET (≥ 32 bytes); generated and stored when empty
 	APIKeySecret string // YUXI_API_KEY_SECRET (≥ 32 bytes); generated and stored when empty
@@ -134,6 +170,16 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		Port:                  or(getenv("PORT"), defaultPort),
 		Sink:                  getenv("K_SINK"),
 		Runtime:               getenv("YUXI_RUNTIME"),
+		Relay:                 getenv("YUXI_RELAY"),
+		EventBridgeBus:        getenv("YUXI_EVENTBRIDGE_BUS"),
+		EventBridgeSource:     getenv("YUXI_EVENTBRIDGE_SOURCE"),
+		SQSQueues:             getenv("YUXI_SQS_QUEUES"),
+		AWSRegion:             or(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION")),
+		AWSEndpoint:           getenv("YUXI_AWS_ENDPOINT"),
+		PubSubTopics:          getenv("YUXI_PUBSUB_TOPICS"),
+		PubSubProject:         or(getenv("YUXI_PUBSUB_PROJECT"), getenv("GOOGLE_CLOUD_PROJECT")),
+		PubSubOrdering:        getenv("YUXI_PUBSUB_ORDERING") != "off",
+		OTLPEndpoint:          getenv("OTEL_EXPORTER_OTLP_ENDPOINT"),
 		JWTSecret:             getenv("YUXI_JWT_SECRET"),
 		APIKeySecret:          getenv("YUXI_API_KEY_SECRET"),
 		EncryptionKey:         getenv("YUXI_ENCRYPTION_KEY"),
@@ -192,6 +238,17 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			}
 		}
 	}
+	if c.OTLPHeaders, err = telemetry.ParseHeaders(getenv("OTEL_EXPORTER_OTLP_HEADERS")); err != nil {
+		return c, fmt.Errorf("OTEL_EXPORTER_OTLP_HEADERS: %w", err)
+	}
+	c.OTLPFlush = time.Second
+	if v := getenv("OTEL_BSP_SCHEDULE_DELAY"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 1 {
+			return c, fmt.Errorf("OTEL_BSP_SCHEDULE_DELAY=%q: want milliseconds", v)
+		}
+		c.OTLPFlush = time.Duration(ms) * time.Millisecond
+	}
 	c.DBMaxConns = 20
 	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -247,6 +304,9 @@ func (c Config) validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			return fmt.Errorf("K_SINK=%q: want an http(s) URL", c.Sink)
 		}
+	}
+	if err := c.validateRelay(); err != nil {
+		return err
 	}
 	for name, v := range map[string]string{"YUXI_JWT_SECRET": c.JWTSecret, "YUXI_API_KEY_SECRET": c.APIKeySecret} {
 		if v != "" && len(v) < 32 {

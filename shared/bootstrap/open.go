@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	cloudevents "github.com/cloudevents/sdk-go/v2"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +23,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Core is what every function opens: the logger, the migrated Postgres pool,
@@ -45,6 +45,11 @@ type Core struct {
 	// Secrets seals secrets at rest (nil when no key is configured: storing
 	// one then answers 503 encryption_key_missing).
 	Secrets *secret.Keyring
+	// Telemetry records spans and RED metrics (nil when
+	// OTEL_EXPORTER_OTLP_ENDPOINT is unset: off).
+	Telemetry *telemetry.Telemetry
+
+	sync bool // publish and flush before an invocation returns (Lambda, GCF)
 
 	closers []func() // of the openers built on this core, run first by Close
 }
@@ -54,7 +59,7 @@ type Options struct {
 	// Function names the process in event sources ("/yuxi/<function>").
 	Function string
 	// Publisher overrides the relay's publisher (the local runner passes its
-	// in-process bus). When nil, events go to Config.Sink over HTTP.
+	// in-process bus). When nil, Config.Relay chooses (relay.go).
 	Publisher outbox.Publisher
 	// Sync publishes before returning from the producing call (Lambda, GCF).
 	Sync bool
@@ -103,16 +108,20 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets}
+	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets, sync: opt.Sync}
+	c.Telemetry, err = telemetry.Setup(ctx, telemetry.Config{Service: opt.Function, Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, FlushEvery: cfg.OTLPFlush})
+	if err != nil {
+		pool.Close()
+		_ = rdb.Close()
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
 	c.Stream = runstream.NewWriter(rdb, c.streamConfig())
 	pub := opt.Publisher
 	if pub == nil {
-		if cfg.Sink == "" {
-			pub = outbox.PublisherFunc(func(ctx context.Context, ev cloudevents.Event) error {
-				return errors.New("no event sink: set K_SINK (the broker URL) for a standalone function")
-			})
-		} else {
-			pub = outbox.PublisherFunc(faas.NewHTTPSender(cfg.Sink, &http.Client{Timeout: 30 * time.Second}).Send)
+		if pub, err = c.cloudPublisher(ctx); err != nil {
+			pool.Close()
+			_ = rdb.Close()
+			return nil, err
 		}
 	}
 	c.Relay = outbox.NewRelay(pool, pub, outbox.RelayConfig{Claim: cfg.OutboxClaim, Sync: opt.Sync, Lanes: opt.Lanes,
@@ -132,7 +141,9 @@ func (c *Core) NewHub() *runstream.Hub { return runstream.NewHub(c.Redis, c.stre
 // Router returns an event router for the named function that records
 // permanent failures.
 func (c *Core) Router(function string) *faas.Router {
-	return faas.NewRouter(function, c.Failures, c.Log)
+	r := faas.NewRouter(function, c.Failures, c.Log)
+	r.Telemetry(c.Telemetry, c.sync)
+	return r
 }
 
 // OnClose registers f to run when c closes, before the pool and Redis are
@@ -148,6 +159,9 @@ func (c *Core) Close() {
 	}
 	c.Pool.Close()
 	_ = c.Redis.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.Telemetry.Shutdown(ctx)
 }
 
 // ensureDatabase creates the database named in dbURL when it does not exist

@@ -24,3 +24,9 @@ func EventFromPubSubEnvelope(body []byte) (cloudevents.Event, error) {
 	}
 	return eventFromPubSub(env.Message, env.Subscription)
 }
+
+// FromEventBridgeJSON decodes an EventBridge event as LambdaHandler does.
+func FromEventBridgeJSON(raw []byte) (cloudevents.Event, error) { return fromEventBridgeJSON(raw) }
+
+// ReadHTTPEvent decodes a delivery as the HTTP receiver does.
+var ReadHTTPEvent = readHTTPEvent

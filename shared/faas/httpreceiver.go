@@ -125,6 +125,9 @@ func readHTTPEvent(req *http.Request, limit int64) (ev cloudevents.Event, status
 	case binding.EncodingBatch:
 		return ev, http.StatusBadRequest, errors.New("batched CloudEvents are not accepted; send one event per request")
 	case binding.EncodingUnknown:
+		if e, ok := cloudSchedulerTick(req.Header); ok {
+			return e, 0, nil
+		}
 		if e, ok := pushEnvelopeEvent(body); ok {
 			return e, 0, nil
 		}

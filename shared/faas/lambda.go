@@ -239,6 +239,9 @@ func fromEventBridgeJSON(raw []byte) (cloudevents.Event, error) {
 	if err := json.Unmarshal(raw, &eb); err != nil {
 		return cloudevents.Event{}, fmt.Errorf("decode EventBridge event: %w", err)
 	}
+	if ev, ok := scheduledRuleTick(eb.DetailType, eb.Source, eb.ID, eb.Resources, eb.Time); ok {
+		return ev, nil
+	}
 	detail := bytes.TrimSpace(eb.Detail)
 	var probe struct {
 		SpecVersion string `json:"specversion"`

@@ -21,8 +21,8 @@
 //
 // Imported by: function mains, the local runner, shared/outbox (local relay),
 // infra/devbroker (sender and retry classification).
-// May import: events, the CloudEvents SDK, aws-lambda-go, functions-framework-go,
-// the JSON Schema validator and the standard library.
+// May import: events, shared/telemetry, the CloudEvents SDK, aws-lambda-go,
+// functions-framework-go, the JSON Schema validator and the standard library.
 package faas
 
 import (
@@ -38,6 +38,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Outcome is what a delivery resulted in.
@@ -108,7 +109,15 @@ type Router struct {
 	recorder  FailureRecorder
 	log       *slog.Logger
 	translate Translator
+	tel       *telemetry.Telemetry
+	flushEach bool
 }
+
+// Telemetry records a span and RED metrics for every delivery (nil: off).
+// flushEach exports them before each delivery returns, for platforms that
+// freeze the process after its response (Lambda, Cloud Run functions). Set it
+// at start-up.
+func (r *Router) Telemetry(t *telemetry.Telemetry, flushEach bool) { r.tel, r.flushEach = t, flushEach }
 
 // Translator turns a payload that is none of the platform's event shapes — a
 // cloud service's own notification, such as S3 event records delivered
@@ -242,14 +251,24 @@ func (r *Router) Deliver(ctx context.Context, ev cloudevents.Event) (res Result)
 	if !ok {
 		return r.finish(ctx, ev, "", Result{Malformed, noHandlerError{fmt.Errorf("function %s has no handler for event type %q", r.name, ev.Type())}})
 	}
+	tp, _ := ev.Extensions()[events.ExtTraceparent].(string)
+	if r.tel != nil {
+		var inv telemetry.Invocation
+		ctx, inv = r.tel.StartEvent(ctx, ev.Type(), ev.ID(), tp)
+		defer func() {
+			inv.End(res.Outcome.String(), res.Outcome != Ack, res.Err)
+			if r.flushEach {
+				r.tel.Flush(context.WithoutCancel(ctx))
+			}
+		}()
+	} else if tp != "" {
+		ctx = events.WithTraceparent(ctx, tp)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			res = r.finish(ctx, ev, rt.handler, Result{Retry, fmt.Errorf("handler panic: %v", p)})
 		}
 	}()
-	if tp, ok := ev.Extensions()[events.ExtTraceparent].(string); ok {
-		ctx = events.WithTraceparent(ctx, tp)
-	}
 	err := rt.handle(ctx, ev.Data())
 	var m malformedError
 	switch {

@@ -503,3 +503,31 @@ func Permanent(err error) bool {
 	}
 	return true
 }
+
+// SampledChunk is a chunk drawn by SampleChunks.
+type SampledChunk struct {
+	ChunkID string
+	FileID  string
+	Content string
+}
+
+// SampleChunks returns n of kbID's chunks from position offset of a
+// pseudo-random order fixed by seed (md5 of seed and chunk id): the same
+// seed draws the same chunks in the same order while the KB's chunks stay
+// the same (benchmark generation picks its anchors with it, so a resumed
+// generation continues the same draw). total is the KB's chunk count.
+func (s *Store) SampleChunks(ctx context.Context, kbID, seed string, offset, n int) (chunks []SampledChunk, total int, err error) {
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_chunks WHERE kb_id = $1`, kbID).Scan(&total); err != nil {
+		return nil, 0, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT chunk_id, file_id, content FROM knowledge_chunks WHERE kb_id = $1
+		ORDER BY md5($2 || chunk_id), chunk_id OFFSET $3 LIMIT $4`, kbID, seed, offset, n)
+	if err != nil {
+		return nil, 0, err
+	}
+	chunks, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (SampledChunk, error) {
+		var c SampledChunk
+		return c, r.Scan(&c.ChunkID, &c.FileID, &c.Content)
+	})
+	return chunks, total, err
+}

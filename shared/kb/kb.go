@@ -14,7 +14,7 @@
 // functions/kb-index, shared/kbtool, shared/bootstrap/knowledge, tests.
 // May import: events, shared/access, shared/blob, shared/blob/notify,
 // shared/failure, shared/outbox, shared/postgres, shared/chunk,
-// shared/keyword, shared/vector, shared/embed, pgx.
+// shared/keyword, shared/vector, shared/embed, shared/telemetry, pgx.
 package kb
 
 import (

@@ -14,6 +14,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
 
@@ -65,7 +66,15 @@ type Result struct {
 // Query retrieves from k with options opt; fileName, when set, restricts the
 // search to files whose name contains it. Errors are returned, never turned
 // into an empty list.
-func (r *Retriever) Query(ctx context.Context, k KB, query string, opt Retrieval, fileName string) ([]Result, error) {
+func (r *Retriever) Query(ctx context.Context, k KB, query string, opt Retrieval, fileName string) (res []Result, err error) {
+	ctx, span := telemetry.StartRetrieval(ctx, k.KBID, opt.FinalTopK)
+	defer func() { span.End(err) }()
+	return r.query(ctx, k, query, opt, fileName)
+}
+
+// query is Query inside its retrieval span.
+
+func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval, fileName string) ([]Result, error) {
 	query = strings.TrimSpace(query)
 	if query == "" {
 		return nil, failure.Unprocessable("empty_query", "query must not be empty")

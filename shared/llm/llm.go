@@ -13,7 +13,7 @@
 //
 // Imported by: functions that call models (agent-step, evaluate, kb-index for
 // graph extraction) and shared domain packages that build model requests.
-// May import: the standard library, openai-go, shared/failure. Tests use
+// May import: the standard library, openai-go, shared/failure, shared/telemetry. Tests use
 // shared/llm/llmtest (a scripted fake provider) and never a real provider.
 package llm
 

@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Client is a ChatModel for one OpenAI-compatible provider. It is safe for
@@ -73,8 +74,20 @@ func (c *Client) checkStatus(req *http.Request, next option.MiddlewareNext) (*ht
 	}
 }
 
-// Stream implements ChatModel.
-func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
+// Stream implements ChatModel. Under a recording span it records a GenAI
+// "chat" span (model, tokens, finish reason).
+func (c *Client) Stream(ctx context.Context, req Request, onDelta func(Delta) error) (resp Response, err error) {
+	ctx, span := telemetry.StartModelCall(ctx, c.provider, req.Model, telemetry.Who{})
+	if span.Recording() {
+		defer func() {
+			span.ModelResult(req.Model, resp.Usage.InputTokens, resp.Usage.OutputTokens, resp.FinishReason)
+			span.End(err)
+		}()
+	}
+	return c.stream(ctx, req, onDelta)
+}
+
+func (c *Client) stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
 	params, err := c.params(req)
 	if err != nil {
 		return Response{}, err

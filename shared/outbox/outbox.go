@@ -97,9 +97,12 @@ func (w Writer) insert(ctx context.Context, p Pending) (insertion, error) {
 	if claim <= 0 {
 		claim = 30 * time.Second
 	}
-	tp := events.NewTraceparent()
-	if parent := events.TraceparentFrom(ctx); parent != "" {
-		tp = events.ChildTraceparent(parent)
+	// The producer's traceparent is the consumer's parent: with tracing on it
+	// names the producing invocation's span (shared/telemetry), so the
+	// consumer's span hangs under it in the trace.
+	tp := events.TraceparentFrom(ctx)
+	if tp == "" {
+		tp = events.NewTraceparent()
 	}
 	ev, err := events.New(w.Source, events.NewID(), p.Payload, tp)
 	if err != nil {

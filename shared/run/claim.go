@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // ClaimOutcome says what Claim found.
@@ -72,7 +73,15 @@ var claimSQL = `
 
 // Claim takes the lease on step stepNo of run id for worker. The pending run
 // becomes running.
-func (s *Store) Claim(ctx context.Context, id string, stepNo int, worker string, lease time.Duration) (Claim, error) {
+func (s *Store) Claim(ctx context.Context, id string, stepNo int, worker string, lease time.Duration) (c Claim, err error) {
+	ctx, span := telemetry.StartStore(ctx, "run.claim")
+	defer func() { span.End(err) }()
+	return s.claim(ctx, id, stepNo, worker, lease)
+}
+
+// claim is Claim inside its store span.
+
+func (s *Store) claim(ctx context.Context, id string, stepNo int, worker string, lease time.Duration) (Claim, error) {
 	var c Claim
 	var extra [2]bool
 	var r Run

@@ -15,6 +15,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // NewToolCall is a tool call produced by a model turn.
@@ -75,7 +76,15 @@ type StepResult struct {
 // (commitStepOnce). Anything else (a duplicate, a lost lease, a cancel
 // requested meanwhile, an id the caller did not know) changes nothing there
 // and takes two (commitStepTwice), which tells those cases apart.
-func (s *Store) CommitStep(ctx context.Context, c StepCommit) (StepResult, error) {
+func (s *Store) CommitStep(ctx context.Context, c StepCommit) (res StepResult, err error) {
+	ctx, span := telemetry.StartStore(ctx, "run.commit_step")
+	defer func() { span.End(err) }()
+	return s.commitStep(ctx, c)
+}
+
+// commitStep is CommitStep inside its store span.
+
+func (s *Store) commitStep(ctx context.Context, c StepCommit) (StepResult, error) {
 	res, done, err := s.commitStepOnce(ctx, c)
 	if done || err != nil {
 		return res, err

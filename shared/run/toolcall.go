@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
 // Tool call statuses (tool_calls.status). A call starts pending (or
@@ -122,7 +123,15 @@ type FanIn struct {
 // statement, committed on its own (fanInSQL): one round trip. A completion
 // that would end a step in which a call waits for the user, and any
 // interrupted result, take the general transaction (completeToolCallTx).
-func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (FanIn, error) {
+func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (out FanIn, err error) {
+	ctx, span := telemetry.StartStore(ctx, "run.complete_tool_call")
+	defer func() { span.End(err) }()
+	return s.completeToolCallSpan(ctx, res)
+}
+
+// completeToolCallSpan is CompleteToolCall inside its store span.
+
+func (s *Store) completeToolCallSpan(ctx context.Context, res ToolResult) (FanIn, error) {
 	out, err := s.completeToolCall(ctx, res)
 	if err == nil && !out.Duplicate && res.StreamAfter != nil {
 		<-res.StreamAfter

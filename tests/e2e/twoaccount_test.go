@@ -88,6 +88,7 @@ var unscopedParams = map[string]string{
 var checkParam = map[intake.Check]string{
 	intake.OwnThread: "thread_id", intake.OwnRun: "run_id", intake.OwnRequest: "request_id", intake.OwnAPIKey: "api_key_id",
 	intake.ReadAgent: "agent_id", intake.ManageAgent: "agent_id", intake.ReadKB: "kb_id", intake.ManageKB: "kb_id",
+	intake.ReadDataset: "dataset_id", intake.ManageDataset: "dataset_id",
 }
 
 // readOnlyWrites are non-GET routes with a read check, and why reading is enough.
@@ -216,6 +217,16 @@ func TestTwoAccountSuite(t *testing.T) {
 	sourceID := fmt.Sprint(kbOwner.OK("POST", "/api/knowledge/databases/"+kbID+"/sources", map[string]any{"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/"})["id"])
 	pendingUpload := kbOwner.UploadKB(kbID, "pending.md", []byte("# Pending\n"))
 	revision := kbOwner.OK("GET", "/api/knowledge/databases/"+kbID+"/documents/"+docID+"/content", nil)["content_revision"].(string)
+	// An evaluation dataset of A's KB and a finished run of it.
+	up := kbOwner.UploadDataset(kbID, "owner.jsonl", "owner's benchmark", []byte(`{"query":"pangolin protocol keys"}`+"\n"))
+	if up.Status != http.StatusOK {
+		t.Fatalf("dataset upload: %d %s", up.Status, up.Body)
+	}
+	datasetID := up.JSON()["data"].(map[string]any)["dataset_id"].(string)
+	evalRunID := kbOwner.Data("POST", "/api/evaluation/databases/"+kbID+"/runs", map[string]any{"dataset_id": datasetID}).(map[string]any)["run_id"].(string)
+	if run := kbOwner.WaitEvaluationRun(kbID, evalRunID, 30*time.Second, nil); run["status"] != "completed" {
+		t.Fatalf("owner's evaluation run: %v", run)
+	}
 	testkit.WaitKnowledgeSettled(t, pool, bucketSettle)
 
 	// B's own KB, for calls that pair it with A's document, folder, source
@@ -224,7 +235,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	rivalFolder := rival.OK("POST", "/api/knowledge/databases/"+rivalKB+"/folders", map[string]any{"folder_name": "rival's folder"})["file_id"].(string)
 	// A's ids and secrets, none of which a list answers B with.
 	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
-		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin"}
+		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin", datasetID, evalRunID, "owner's benchmark"}
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
@@ -239,7 +250,8 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID}
-	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
+	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
+		"dataset_id": datasetID, "run_id": evalRunID}
 	chat := func(reader *testkit.Client) fixture {
 		return fixture{ids: chatIDs, status: []int{403, 404}, codeOK: refusalCode, callers: attackers, reader: reader}
 	}
@@ -253,14 +265,16 @@ func TestTwoAccountSuite(t *testing.T) {
 	notifyBody := testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "owner-bucket", Key: "docs/intruder.md", Size: 10,
 		ETag: "0123456789abcdef0123456789abcdef", Sequencer: "01"})
 	fixtures := map[intake.Check]fixture{
-		intake.OwnThread:   chat(nil),
-		intake.OwnRun:      chat(nil),
-		intake.OwnRequest:  chat(nil),
-		intake.OwnAPIKey:   chat(nil),
-		intake.ReadAgent:   chat(carol),
-		intake.ManageAgent: chat(carol),
-		intake.ReadKB:      knowledge(kbReader),
-		intake.ManageKB:    knowledge(kbReader),
+		intake.OwnThread:     chat(nil),
+		intake.OwnRun:        chat(nil),
+		intake.OwnRequest:    chat(nil),
+		intake.OwnAPIKey:     chat(nil),
+		intake.ReadAgent:     chat(carol),
+		intake.ManageAgent:   chat(carol),
+		intake.ReadKB:        knowledge(kbReader),
+		intake.ManageKB:      knowledge(kbReader),
+		intake.ReadDataset:   knowledge(kbReader),
+		intake.ManageDataset: knowledge(kbReader),
 		intake.NotifyToken: {status: []int{401}, codeOK: func(code string) bool { return code == "invalid_notify_token" },
 			callers: []caller{{"anonymous", bob.As(""), false}, {"a user's bearer token", bob, false}},
 			call: map[string][]func(c *testkit.Client) testkit.Response{"POST /api/knowledge/notifications": {
@@ -498,7 +512,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			// sub-resource must be checked against the KB in the path.
 			if (rt.Check == intake.ReadKB || rt.Check == intake.ManageKB) && len(ps) > 1 {
 				mixed, _ := fill(rt.Path, map[string]string{"kb_id": rivalKB, "doc_id": docID, "file_id": docID, "folder_id": folderID,
-					"source_id": sourceID, "object_path": image})
+					"source_id": sourceID, "object_path": image, "dataset_id": datasetID, "run_id": evalRunID})
 				mf := f
 				if slices.Contains(ps, "object_path") {
 					// An object key outside the KB in the path is refused as
@@ -522,13 +536,13 @@ func TestTwoAccountSuite(t *testing.T) {
 		if f.reader != nil && len(f.call[rt.Pattern()]) == 0 {
 			path, _ := fill(rt.Path, f.ids)
 			switch {
-			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB:
+			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset:
 				r := f.reader.Do(rt.Method, path, hostile)
 				calls++
 				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_manage_forbidden") {
 					t.Errorf("reader: %s %s: %d %s, want 403 *_manage_forbidden", rt.Method, path, r.Status, r.Body)
 				}
-			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB):
+			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB || rt.Check == intake.ReadDataset):
 				path += readerQuery[rt.Pattern()]
 				if r := f.reader.Do(rt.Method, path, nil); r.Status != http.StatusOK {
 					t.Errorf("reader: %s %s: %d %s, want 200 (the route declares only a read check)", rt.Method, path, r.Status, r.Body)

@@ -18,6 +18,8 @@ var heavyPackages = []struct{ name, path string }{
 	{"minio", "github.com/minio/minio-go"},
 	{"milvus", "github.com/milvus-io"},
 	{"neo4j", "github.com/neo4j"},
+	{"aws-sdk", "github.com/aws/aws-sdk-go-v2/service/eventbridge"},
+	{"pubsub", "cloud.google.com/go/pubsub"},
 }
 
 // functionLinks is what each function binary may link of heavyPackages —
@@ -25,14 +27,22 @@ var heavyPackages = []struct{ name, path string }{
 // Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
-// engines; agent-step only offers the tools' specs to the model.
+// engines; agent-step only offers the tools' specs to the model; evaluate
+// retrieves from knowledge bases.
+//
+// Every function writes outbox rows and so relays them: each links the
+// EventBridge/SQS and Pub/Sub publishers (shared/cloudbus), chosen at start
+// by YUXI_RELAY. The clients are built only when chosen; a binary that never
+// uses them pays their size and their packages' initialisation (measured by
+// the cold-start bench).
 var functionLinks = map[string][]string{
-	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
-	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
-	"kb-index":    {"kb", "minio"},
-	"dispatcher":  {"kb", "minio"},
-	"tool-invoke": {"kb", "minio"},
-	"agent-step":  {},
+	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
+	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
+	"kb-index":    {"kb", "minio", "aws-sdk", "pubsub"},
+	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
+	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub"},
+	"agent-step":  {"aws-sdk", "pubsub"},
+	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {

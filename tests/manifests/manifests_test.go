@@ -34,6 +34,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/functions/dispatcher/dispatcher"
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
+	"github.com/yuxi-serverless/yuxi/functions/evaluate/evaluate"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
@@ -85,6 +86,9 @@ var handledBy = map[string]string{
 	events.TypeGCSObjectFinalized:  "doc-parse",
 	events.TypeGCSObjectDeleted:    "doc-parse",
 	events.TypeDocumentParsed:      "kb-index",
+
+	events.TypeEvaluationBatchReady: "evaluate",
+	events.TypeDatasetBatchReady:    "evaluate",
 }
 
 // eventRouters builds each event function's router as its main does, with
@@ -101,6 +105,7 @@ func eventRouters() map[string]*faas.Router {
 	add("dispatcher", dispatcher.New(nil, nil, nil, dispatcher.Config{}, nil).Register)
 	add("doc-parse", parsedoc.New(nil, nil, nil, nil, nil, nil, nil, nil, parsedoc.Config{}, nil).Register)
 	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
+	add("evaluate", evaluate.New(nil, evaluate.Config{}, nil).Register)
 	return out
 }
 

@@ -75,6 +75,8 @@ var thirdParty = map[string][]string{
 	"golang.org/x/text encodings":         {"golang.org/x/text/encoding"},
 	"the milvus go client":                {"github.com/milvus-io/milvus/client/v2"},
 	"its proto types":                     {"github.com/milvus-io/milvus-proto/"},
+	"the aws sdk":                         {"github.com/aws/aws-sdk-go-v2/"},
+	"the google cloud pub/sub client":     {"cloud.google.com/go/pubsub/"},
 }
 
 var (

@@ -29,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
@@ -119,6 +120,7 @@ func (h *Handler) Handle(ctx context.Context, in events.StepReady) error {
 		return nil
 	}
 	h.crash("step.claimed")
+	telemetry.Annotate(ctx, telemetry.Who{UserID: claim.Run.UID, ThreadID: claim.Run.ThreadID, RunID: claim.Run.ID, Agent: claim.Run.AgentSlug})
 	s := &step{h: h, in: in, claim: claim, r: claim.Run, owner: run.Owner{Worker: h.cfg.WorkerID, Attempt: claim.Attempt}}
 	return s.execute(ctx)
 }

@@ -11,12 +11,14 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
@@ -24,12 +26,14 @@ import (
 
 // Deps are the intake's collaborators, built by main.
 type Deps struct {
-	Auth    *auth.Service
-	Agents  *agent.Store
-	Threads *thread.Store
-	Queue   *queue.Service
-	Runs    *run.Store
-	Tools   *tool.Registry
+	// Telemetry records a server span and RED metrics per request (nil: off).
+	Telemetry *telemetry.Telemetry
+	Auth      *auth.Service
+	Agents    *agent.Store
+	Threads   *thread.Store
+	Queue     *queue.Service
+	Runs      *run.Store
+	Tools     *tool.Registry
 	// Hub serves run and request streams; Stream writes cancel signals and end events.
 	Hub    *runstream.Hub
 	Stream *runstream.Writer
@@ -43,6 +47,8 @@ type Deps struct {
 	Keyword   kb.KeywordIndex
 	Vectors   kb.VectorStore
 	Outbox    *outbox.Outbox
+	// Evaluation serves /api/evaluation (nil: those routes answer 503).
+	Evaluation *evaluation.Service
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).
 	Parser MarkdownParser
 	// ClientAddr resolves a request's client address (the peer, or the

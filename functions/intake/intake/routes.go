@@ -2,6 +2,7 @@ package intake
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
@@ -41,6 +42,10 @@ const (
 	Superadmin   Check = "superadmin"    // only the superadmin reaches it (the role check is the resource check)
 	CLISession   Check = "cli_session"   // {user_code} is a pending CLI login or one the caller approved
 	RunInBody    Check = "run_in_body"   // the run named in the body is the caller's
+	// ReadDataset and ManageDataset: {dataset_id}'s knowledge base is shared
+	// with the caller (read), or may be managed by them.
+	ReadDataset   Check = "dataset_read"
+	ManageDataset Check = "dataset_manage"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -166,6 +171,7 @@ func (s *Server) Routes() []Route {
 	}
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
+		rs = append(rs, s.evaluationRoutes()...)
 	}
 	return rs
 }
@@ -226,6 +232,26 @@ func (s *Server) knowledgeRoutes() []Route {
 	}
 }
 
+// evaluationRoutes: RAG evaluation of knowledge bases (/api/evaluation…),
+// handled in routes_evaluation.go by shared/evaluation. As the original,
+// every route needs the admin role and then the KB's permission (for
+// /api/evaluation/datasets/{dataset_id}…, the dataset's KB).
+func (s *Server) evaluationRoutes() []Route {
+	return []Route{
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/upload", Admin, ManageKB, s.uploadDataset},
+		{"GET", "/api/evaluation/databases/{kb_id}/datasets", Admin, ReadKB, s.listDatasets},
+		{"GET", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}", Admin, ReadKB, s.getDataset},
+		{"GET", "/api/evaluation/datasets/{dataset_id}/download", Admin, ReadDataset, s.downloadDataset},
+		{"DELETE", "/api/evaluation/datasets/{dataset_id}", Admin, ManageDataset, s.deleteDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/generate", Admin, ManageKB, s.generateDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/datasets/{dataset_id}/resume", Admin, ManageKB, s.resumeDataset},
+		{"POST", "/api/evaluation/databases/{kb_id}/runs", Admin, ManageKB, s.startEvaluationRun},
+		{"GET", "/api/evaluation/databases/{kb_id}/runs", Admin, ReadKB, s.listEvaluationRuns},
+		{"GET", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ReadKB, s.getEvaluationRun},
+		{"DELETE", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ManageKB, s.deleteEvaluationRun},
+	}
+}
+
 // externalPrefix starts the CLI's knowledge routes. Their patterns overlap
 // …/databases/{kb_id}/… ambiguously for ServeMux (…/external/{kb_id}/files
 // against …/{kb_id}/documents/{doc_id}), so they live on their own mux and
@@ -268,6 +294,12 @@ func (s *Server) Handler() http.Handler {
 // can only be logged.
 func (s *Server) serve(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.d.Telemetry != nil {
+			ctx, inv := s.d.Telemetry.StartHTTP(r.Context(), rt.Method, rt.Path, r.Header.Get("Traceparent"))
+			sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+			defer func() { inv.End(strconv.Itoa(sw.status/100)+"xx", sw.status >= 500, nil) }()
+			w, r = sw, r.WithContext(ctx)
+		}
 		writeErr := writeError
 		if isOpenAIPath(rt.Path) {
 			writeErr = writeOpenAIError
@@ -338,3 +370,23 @@ func (t *trackingWriter) Flush() {
 
 // Unwrap serves http.ResponseController.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// statusWriter remembers the status a route answered, for its span and
+// metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -26,6 +26,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
@@ -104,7 +105,9 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 		defer close(started)
 		h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
 	}()
-	res, err = h.invoke(ctx, r, tc)
+	tctx, span := telemetry.StartToolCall(ctx, tc.Name, tc.ToolCallID, telemetry.Who{UserID: r.UID, ThreadID: r.ThreadID, RunID: r.ID, Agent: r.AgentSlug})
+	res, err = h.invoke(tctx, r, tc)
+	span.End(err)
 	if err != nil {
 		<-started
 		return err // infrastructure failure: retried

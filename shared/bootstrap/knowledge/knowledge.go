@@ -1,12 +1,12 @@
 // Package knowledge opens the knowledge-base engines on a bootstrap.Core: the
 // object store, the keyword index, the vector store (Postgres, searched in
 // process), the embedding and rerank models, the KB store and retriever, the
-// buckets bound to knowledge bases, the agent's knowledge tools and the
-// dispatcher's file sweep. It does not open the document parser (package
+// buckets bound to knowledge bases, the agent's knowledge tools, the
+// dispatcher's file sweep and the RAG evaluation use cases. It does not open the document parser (package
 // parser): the functions that never parse must not link it.
 //
-// Imported by: the mains of intake, dispatcher, tool-invoke, doc-parse and
-// kb-index, infra/local, tests and benchmarks.
+// Imported by: the mains of intake, dispatcher, tool-invoke, doc-parse,
+// kb-index and evaluate, infra/local, tests and benchmarks.
 // May import: shared/bootstrap, shared/* (never shared/docparse) and the standard library.
 package knowledge
 
@@ -27,6 +27,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
@@ -205,6 +206,13 @@ func absPath(p string) string {
 		return p
 	}
 	return filepath.Join(wd, p)
+}
+
+// Evaluation returns the RAG evaluation use cases over the engines, with
+// the default batch size and concurrency (and YUXI_CRASH_AT's crash points).
+func (e *Engines) Evaluation() *evaluation.Service {
+	return evaluation.New(evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever,
+		Models: e.core.Models, Config: evaluation.Config{Crash: e.core.Config.Crasher()}, Log: e.core.Log})
 }
 
 // FileSweeper is the knowledge part of the dispatcher's sweep: it recovers

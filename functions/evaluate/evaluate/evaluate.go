@@ -1,0 +1,75 @@
+// Package evaluate is the handler of the evaluate function: it runs RAG
+// evaluation runs one checkpointed batch per io.yuxi.evaluation.batch.ready.v1
+// event (shared/evaluation commits each batch with the next batch's event;
+// a redelivered batch is a no-op), generates benchmark datasets one batch per
+// io.yuxi.evaluation.dataset.batch.ready.v1, and starts scheduled
+// evaluations on scheduler ticks (io.yuxi.evaluation.tick.v1, or a Knative
+// PingSource's dev.knative.sources.ping carrying the same data).
+//
+// Imported by: functions/evaluate (main), infra/local, tests.
+// May import: events, shared/* (not pgx: shared/evaluation owns the tables).
+package evaluate
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+)
+
+// Evaluator is the evaluation use cases the handler drives (evaluation.Service).
+type Evaluator interface {
+	EvaluateBatch(ctx context.Context, runID string, batch int) error
+	GenerateBatch(ctx context.Context, datasetID string, batch int) error
+}
+
+// Config tunes the handler.
+type Config struct {
+	// Crash is called at named crash points (tests).
+	Crash func(point string)
+}
+
+// Handler handles the evaluate function's events.
+type Handler struct {
+	ev  Evaluator
+	cfg Config
+	log *slog.Logger
+}
+
+// New returns the handler.
+func New(ev Evaluator, cfg Config, log *slog.Logger) *Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Handler{ev: ev, cfg: cfg, log: log}
+}
+
+// Register adds the handler to a function router.
+func (h *Handler) Register(r *faas.Router) {
+	faas.On(r, h.Batch)
+	faas.On(r, h.DatasetBatch)
+}
+
+// Batch evaluates one batch of a run. A coded failure that could not even
+// be recorded on the run is permanent; anything else is retried.
+func (h *Handler) Batch(ctx context.Context, in events.EvaluationBatchReady) error {
+	if h.cfg.Crash != nil {
+		h.cfg.Crash("evaluate.batch")
+	}
+	err := h.ev.EvaluateBatch(ctx, in.RunID, in.Batch)
+	if _, coded := failure.As(err); coded {
+		return faas.Permanent(err)
+	}
+	return err
+}
+
+// DatasetBatch generates one batch of a benchmark dataset.
+func (h *Handler) DatasetBatch(ctx context.Context, in events.DatasetBatchReady) error {
+	err := h.ev.GenerateBatch(ctx, in.DatasetID, in.Batch)
+	if _, coded := failure.As(err); coded {
+		return faas.Permanent(err)
+	}
+	return err
+}
