@@ -23,7 +23,7 @@ import (
 
 func TestEvaluationRunSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
+	bin := testkit.Build(t, "./infra/local/cmd/yuxi-server")
 	for _, point := range []string{"evaluate.batch_evaluated:2", "evaluate.batch_committed:1"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()
@@ -128,7 +128,7 @@ func sameJSON(a, b any) bool {
 // items, one per slot, none twice.
 func TestDatasetGenerationSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	bin := testkit.Build(t, "./infra/local/cmd/yuxi")
+	bin := testkit.Build(t, "./infra/local/cmd/yuxi-server")
 	st := testkit.NewStack(t)
 	st.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
 		msg := req.LastUserMessage()
