@@ -1,7 +1,8 @@
 // Package cli is the `yuxi` command line: remotes (add, use, ping, list),
 // login with an API key, whoami, status, logout, and knowledge bases (list,
-// query, upload of files and directories — resumable by content hash, with
-// a bounded number of uploads in flight). Configuration lives in
+// query, open and find in a document, upload of files and directories — resumable by content hash, with
+// a bounded number of uploads in flight). Login takes an API key or runs
+// the device-code flow with a browser. Configuration lives in
 // ~/.yuxi/config.toml (0600). Errors are one line on stderr and a non-zero
 // exit; --json prints machine-readable output for scripts.
 //
@@ -41,10 +42,13 @@ const usage = `usage: yuxi [--json] [--remote NAME] <command>
 
   remote add NAME URL | remote use NAME | remote list | remote ping [NAME]
   login --api-key KEY      store an API key for the remote (checked against it)
+  login --browser [--no-open]  sign in with the browser (device code) and store a new API key
   whoami | status | logout
   kb list
   kb query KB_ID QUERY [--top-k N]
   kb upload KB_ID PATH... [--concurrency 1-300] [--include-ext md,txt,…]
+  kb open KB_ID FILE_ID [--offset N] [--limit N]
+  kb find KB_ID FILE_ID PATTERN... [--regex] [--case-sensitive]
 `
 
 // app is one invocation.
@@ -141,6 +145,10 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 			return a.kbQuery(ctx, args[2:])
 		case "upload":
 			return a.kbUpload(ctx, args[2:])
+		case "open":
+			return a.kbOpen(ctx, args[2:])
+		case "find":
+			return a.kbFind(ctx, args[2:])
 		}
 		return usagef("unknown kb command %q", sub)
 	case "help", "-h", "--help":

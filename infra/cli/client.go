@@ -119,27 +119,50 @@ func (c *client) me(ctx context.Context) (me, error) {
 	return m, err
 }
 
-// uploadFile posts one file to the KB's upload route.
-func (c *client) uploadFile(ctx context.Context, kbID, path string) (upload, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return upload{}, err
-	}
-	defer f.Close()
-	pr, pw := io.Pipe()
-	mw := multipart.NewWriter(pw)
-	go func() {
+// smallFile is the size up to which a file is sent from memory with a
+// Content-Length; larger files are streamed.
+const smallFile = 8 << 20
+
+// uploadFile posts one file to the KB's upload route: data when not nil
+// (the file's content, already read), else streamed from path.
+func (c *client) uploadFile(ctx context.Context, kbID, path string, data []byte) (upload, error) {
+	var body io.Reader
+	var ctype string
+	if data != nil {
+		var buf bytes.Buffer
+		buf.Grow(len(data) + 512)
+		mw := multipart.NewWriter(&buf)
 		part, err := mw.CreateFormFile("file", filepath.Base(path))
-		if err == nil {
-			_, err = io.Copy(part, f)
+		if err != nil {
+			return upload{}, err
 		}
-		if err == nil {
-			err = mw.Close()
+		_, _ = part.Write(data)
+		if err := mw.Close(); err != nil {
+			return upload{}, err
 		}
-		pw.CloseWithError(err)
-	}()
+		body, ctype = &buf, mw.FormDataContentType()
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return upload{}, err
+		}
+		defer f.Close()
+		pr, pw := io.Pipe()
+		mw := multipart.NewWriter(pw)
+		go func() {
+			part, err := mw.CreateFormFile("file", filepath.Base(path))
+			if err == nil {
+				_, err = io.Copy(part, f)
+			}
+			if err == nil {
+				err = mw.Close()
+			}
+			pw.CloseWithError(err)
+		}()
+		body, ctype = pr, mw.FormDataContentType()
+	}
 	var up upload
-	err = c.do(ctx, "POST", "/api/knowledge/files/upload?kb_id="+url.QueryEscape(kbID), mw.FormDataContentType(), pr, &up)
+	err := c.do(ctx, "POST", "/api/knowledge/files/upload?kb_id="+url.QueryEscape(kbID), ctype, body, &up)
 	return up, err
 }
 

@@ -2,26 +2,37 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/url"
+	"os/exec"
+	"runtime"
 	"strings"
+	"time"
 )
 
 func (a *app) login(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	key := fs.String("api-key", "", "API key (yxkey_…)")
+	browser := fs.Bool("browser", false, "sign in with the browser (device code)")
+	noOpen := fs.Bool("no-open", false, "with --browser: print the address, do not open a browser")
 	if err := fs.Parse(args); err != nil {
 		return usagef("login: %v", err)
 	}
-	if *key == "" {
-		return usagef("login --api-key KEY (browser login is not available yet)")
+	if (*key == "") == !*browser {
+		return usagef("login --api-key KEY, or login --browser [--no-open]")
 	}
 	name, r, err := a.current()
 	if err != nil {
 		return err
+	}
+	if *browser {
+		if *key, err = a.deviceLogin(ctx, r.URL, !*noOpen); err != nil {
+			return fmt.Errorf("login to %s: %w", name, err)
+		}
 	}
 	m, err := newClient(r.URL, *key).me(ctx)
 	if err != nil {
@@ -34,6 +45,70 @@ func (a *app) login(ctx context.Context, args []string) error {
 	return a.out(map[string]any{"remote": name, "uid": m.UID, "role": m.Role}, func(w io.Writer) {
 		fmt.Fprintf(w, "logged in to %s as %s (%s)\n", name, m.UID, m.Role)
 	})
+}
+
+// deviceLogin is the device-code flow: the platform issues a user code,
+// the person approves it in a signed-in browser, and the CLI, polling at
+// the platform's interval, exchanges its device code for a new API key.
+func (a *app) deviceLogin(ctx context.Context, base string, open bool) (string, error) {
+	c := newClient(base, "")
+	var s struct {
+		DeviceCode      string `json:"device_code"`
+		UserCode        string `json:"user_code"`
+		VerificationURI string `json:"verification_uri"`
+		ExpiresIn       int    `json:"expires_in"`
+		Interval        int    `json:"interval"`
+	}
+	if err := c.postJSON(ctx, "/api/auth/cli/sessions", map[string]any{"key_name": "yuxi CLI"}, &s); err != nil {
+		return "", err
+	}
+	link := s.VerificationURI
+	if strings.HasPrefix(link, "/") {
+		link = base + link
+	}
+	link += "?user_code=" + url.QueryEscape(s.UserCode)
+	fmt.Fprintf(a.env.Stderr, "Open %s and approve the code %s\n", link, s.UserCode)
+	if open {
+		openBrowser(link)
+	}
+	interval := time.Duration(max(s.Interval, 1)) * time.Second
+	deadline := time.Now().Add(time.Duration(s.ExpiresIn) * time.Second)
+	for {
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(interval):
+		}
+		var tok struct {
+			Secret string `json:"secret"`
+		}
+		err := c.postJSON(ctx, "/api/auth/cli/sessions/token", map[string]string{"device_code": s.DeviceCode}, &tok)
+		var ae *apiError
+		switch {
+		case err == nil:
+			return tok.Secret, nil
+		case errors.As(err, &ae) && ae.Code == "authorization_pending" && time.Now().Before(deadline):
+			continue
+		case errors.As(err, &ae) && ae.Code == "slow_down":
+			interval += 5 * time.Second
+			continue
+		}
+		return "", err
+	}
+}
+
+// openBrowser tries the platform's opener; failing is fine (the address
+// was printed).
+func openBrowser(link string) {
+	name := "xdg-open"
+	switch runtime.GOOS {
+	case "darwin":
+		name = "open"
+	case "windows":
+		_ = exec.Command("rundll32", "url.dll,FileProtocolHandler", link).Start()
+		return
+	}
+	_ = exec.Command(name, link).Start()
 }
 
 func (a *app) whoami(ctx context.Context) error {

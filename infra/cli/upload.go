@@ -171,7 +171,7 @@ func progress(w io.Writer, done, total int, elapsed time.Duration) {
 // uploadOne hashes f, skips content already present, and otherwise uploads
 // and registers it (parsed and indexed by the platform) in folder parent.
 func uploadOne(ctx context.Context, c *client, kbID string, f localFile, parent *string, mu *sync.Mutex, seen map[string]bool) (bool, error) {
-	h, err := hashFile(f.Path)
+	h, data, err := hashFile(f.Path)
 	if err != nil {
 		return false, err
 	}
@@ -188,7 +188,7 @@ func uploadOne(ctx context.Context, c *client, kbID string, f localFile, parent 
 		mu.Unlock()
 		return false, err
 	}
-	up, err := c.uploadFile(ctx, kbID, f.Path)
+	up, err := c.uploadFile(ctx, kbID, f.Path, data)
 	if err != nil {
 		return fail(err)
 	}
@@ -203,17 +203,31 @@ func uploadOne(ctx context.Context, c *client, kbID string, f localFile, parent 
 	return false, nil
 }
 
-func hashFile(p string) (string, error) {
+// hashFile answers the SHA-256 of p's content, and the content itself
+// when the file is small (it is then uploaded from memory, read once).
+func hashFile(p string) (string, []byte, error) {
 	f, err := os.Open(p)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return "", nil, err
+	}
+	if st.Size() <= smallFile {
+		data, err := io.ReadAll(f)
+		if err != nil {
+			return "", nil, err
+		}
+		sum := sha256.Sum256(data)
+		return hex.EncodeToString(sum[:]), data, nil
+	}
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), nil, nil
 }
 
 // collect lists the files under paths (a file stands for itself at the

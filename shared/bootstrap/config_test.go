@@ -43,6 +43,7 @@ func TestLoadDefaults(t *testing.T) {
 		"ToolTimeout":   {c.ToolTimeout, 5 * time.Minute},
 		"SSEHeartbeat":  {c.SSEHeartbeat, 15 * time.Second},
 		"SSEMaxDur":     {c.SSEMaxDuration, 30 * time.Minute},
+		"SyncWait":      {c.SyncWait, 300 * time.Second},
 		"MaxBodyBytes":  {c.MaxBodyBytes, int64(1 << 20)},
 		"CreateDB":      {c.CreateDatabase, false},
 	}
@@ -85,6 +86,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		"YUXI_SSE_HEARTBEAT":    "3s",
 		"YUXI_SSE_MAX_DURATION": "9m",
 		"YUXI_MAX_BODY_BYTES":   "4096",
+		"YUXI_SYNC_WAIT":        "45s",
 	}), nil, "8080")
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +97,7 @@ func TestLoadReadsEveryVariable(t *testing.T) {
 		t.Errorf("strings not read: %+v", c)
 	}
 	if c.StepLease != 2*time.Minute || c.OutboxClaim != 5*time.Second || c.SweepInterval != time.Second || c.SweepStale != time.Hour ||
-		c.ToolTimeout != 90*time.Second || c.SSEHeartbeat != 3*time.Second || c.SSEMaxDuration != 9*time.Minute || c.MaxBodyBytes != 4096 {
+		c.ToolTimeout != 90*time.Second || c.SSEHeartbeat != 3*time.Second || c.SSEMaxDuration != 9*time.Minute || c.MaxBodyBytes != 4096 || c.SyncWait != 45*time.Second {
 		t.Errorf("durations/limits not read: %+v", c)
 	}
 	if c1, _ := bootstrap.Load(env(map[string]string{"YUXI_CREATE_DATABASE": "1"}), nil, "1"); !c1.CreateDatabase {

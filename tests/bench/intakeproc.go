@@ -29,12 +29,18 @@ type intake struct {
 }
 
 // startIntake starts the intake on db and prefix and signs in the first admin.
-func (e *env) startIntake(ctx context.Context, db benchkit.DB, prefix string) (*intake, error) {
+// extra adds to (or overrides) the process's environment.
+func (e *env) startIntake(ctx context.Context, db benchkit.DB, prefix string, extra ...map[string]string) (*intake, error) {
 	s, err := startSink()
 	if err != nil {
 		return nil, err
 	}
 	penv := e.platformEnv(db, prefix)
+	for _, m := range extra {
+		for k, v := range m {
+			penv[k] = v
+		}
+	}
 	penv["PORT"] = "0"
 	penv["K_SINK"] = s.url
 	p, err := startProc(e.bins["intake"], penv, 30*time.Second, nil)

@@ -48,7 +48,7 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
 	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
 	{ID: "10", Name: "figure 10 (sandbox provisioner)", Run: figSandbox},
-	{ID: "12", Name: "figure 12 (OpenAI stream vs run SSE)", Run: figOpenAI},
+	{ID: "12", Name: "figure 12 (external clients: /v1 stream, yuxi kb upload)", Run: figExternal},
 	{ID: "14", Name: "figure 14 (tracing and cloud relays)", Run: figCloud},
 }
 

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,9 +153,47 @@ func TestCLI(t *testing.T) {
 	if out := ok("kb", "query", kbID, "pangolin"); !strings.Contains(out, "pangolin") {
 		t.Errorf("text query output: %q", out)
 	}
+	intro := names["intro.md"]["file_id"].(string)
+	if out := ok("kb", "open", kbID, intro, "--limit", "50"); !strings.Contains(out, "The pangolin protocol needs two keys.") {
+		t.Errorf("kb open: %q", out)
+	}
+	var match map[string]any
+	js(&match, "kb", "find", kbID, intro, "two keys")
+	if wins, _ := match["windows"].([]any); len(wins) != 1 || !strings.Contains(wins[0].(map[string]any)["content"].(string), "two keys") {
+		t.Errorf("kb find: %v", match)
+	}
 
 	fails(2, "unknown command", "frobnicate")
 	fails(2, "--concurrency", "kb", "upload", kbID, dir, "--concurrency", "0")
 	ok("logout")
 	fails(1, "not logged in", "whoami")
+
+	// The device-code login: the CLI prints a code, a signed-in browser
+	// session approves it, the CLI gets a key of its own.
+	cmd := exec.Command(bin, "login", "--browser", "--no-open")
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stderr).ReadString('\n')
+	if err != nil || !strings.Contains(line, "/auth/cli/authorize?user_code=") {
+		t.Fatalf("device login prompt: %q %v", line, err)
+	}
+	fields := strings.Fields(line)
+	code := fields[len(fields)-1]
+	p.Admin.OK("POST", "/api/auth/cli/sessions/"+code+"/approve", nil)
+	go io.Copy(io.Discard, stderr) //nolint:errcheck // drained until exit
+	if err := cmd.Wait(); err != nil || !strings.Contains(stdout.String(), "logged in to local as admin") {
+		t.Fatalf("device login: %v %q", err, stdout.String())
+	}
+	js(&me, "whoami")
+	if me["uid"] != "admin" {
+		t.Fatalf("whoami after the device login: %v", me)
+	}
 }
