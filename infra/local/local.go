@@ -127,7 +127,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
-		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies})
+		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Buckets: k.Buckets})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter},
 		hub: hub, sweep: disp}, nil
 }
