@@ -121,4 +121,3 @@ func (s *Service) parseToken(token string) (int64, error) {
 	}
 	return id, nil
 }
-
