@@ -28,6 +28,7 @@ type Service struct {
 	// which a cold start should not pay.
 	dummy     sync.Once
 	dummyHash string
+	cache     principalCache
 }
 
 // dummyPasswordHash returns the hash used for logins of unknown users.
@@ -77,6 +78,12 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 	if err != nil {
 		return Principal{}, err
 	}
+	now := s.now()
+	if s.cfg.CacheTTL > 0 {
+		if p, ok := s.cache.getUser(userID, now); ok {
+			return p, nil
+		}
+	}
 	u, err := s.loadUser(ctx, s.pool, userID)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && u.IsDeleted) {
 		return Principal{}, ErrInvalidToken
@@ -85,6 +92,9 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 		return Principal{}, err
 	}
 	// Failed logins by anyone never lock out a session (throttle.go).
+	if s.cfg.CacheTTL > 0 {
+		s.cache.putUser(userID, u.principal(), now.Add(s.cfg.CacheTTL))
+	}
 	return u.principal(), nil
 }
 
