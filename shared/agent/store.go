@@ -237,6 +237,11 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in Input) (Agent
 	if err := in.validate(true, s.knownTool); err != nil {
 		return Agent{}, err
 	}
+	if in.ConfigJSON != nil {
+		if err := checkAdminOnly(sub, nil, *in.ConfigJSON); err != nil {
+			return Agent{}, err
+		}
+	}
 	slug := ""
 	if in.Slug != nil {
 		slug = *in.Slug
@@ -320,6 +325,9 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, slug string, in 
 			pics = *in.Pics
 		}
 		if in.ConfigJSON != nil {
+			if err := checkAdminOnly(sub, a.ConfigJSON, *in.ConfigJSON); err != nil {
+				return err
+			}
 			cfg = *in.ConfigJSON
 		}
 		if in.IsSubagent != nil {

@@ -132,7 +132,7 @@ func TestCreateAgent(t *testing.T) {
 		Pics: raw(`["a.png"]`), ConfigJSON: raw(`{"context": {"model": "p:m", "tools": ["ask_user_question"], "knowledges": ["kb1"]}}`),
 		BackendID: ptr(agent.BackendChatbot), IsSubagent: ptr(false), SetDefault: ptr(false)})
 	if !slugRe.MatchString(a.Slug) || a.Name != "Researcher" || a.Description != "finds things" || *a.Icon != "🔍" ||
-		a.IsDefault || a.IsBuiltin || *a.CreatedBy != "alice" || *a.UpdatedBy != "alice" || a.Permission != "manage" || string(a.ShareConfig) != "null" {
+		a.IsDefault || a.IsBuiltin || *a.CreatedBy != "alice" || *a.UpdatedBy != "alice" || a.Permission != "manage" || !creatorOnly(a.ShareConfig) {
 		t.Fatalf("created = %+v", a)
 	}
 	c, _ := a.Context()
@@ -297,7 +297,10 @@ func TestListReturnsOnlyVisibleAgents(t *testing.T) {
 	mustCreate(t, s, alice, agent.Input{Name: ptr("For Bob"), Slug: ptr("for-bob"), ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "user", "user_uids": ["bob"]}}`)})
 	mustCreate(t, s, alice, agent.Input{Name: ptr("Dept 2"), Slug: ptr("dept-2"), ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "department", "department_ids": [2]}}`)})
 	mustCreate(t, s, alice, agent.Input{Name: ptr("Everyone"), Slug: ptr("everyone"), ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "global"}}`)})
-	mustCreate(t, s, alice, agent.Input{Name: ptr("Helper"), Slug: ptr("helper"), IsSubagent: ptr(true)})
+	mustCreate(t, s, alice, agent.Input{Name: ptr("Helper"), Slug: ptr("helper"), IsSubagent: ptr(true),
+		ShareConfig: raw(`{"version": 2, "read_scope": {"access_level": "global"}}`)})
+	// Without share_config an agent is its creator's alone (issue 9).
+	mustCreate(t, s, alice, agent.Input{Name: ptr("Unshared"), Slug: ptr("unshared")})
 
 	list := func(sub access.Subject, subagents bool) map[string]string {
 		t.Helper()
@@ -320,10 +323,10 @@ func TestListReturnsOnlyVisibleAgents(t *testing.T) {
 			t.Errorf("%s sees %v, want %v", who, got, want)
 		}
 	}
-	eq("alice", list(alice, false), map[string]string{"default-chatbot": "read", "alice-only": "manage", "for-bob": "manage", "dept-2": "manage", "everyone": "manage"})
+	eq("alice", list(alice, false), map[string]string{"default-chatbot": "read", "alice-only": "manage", "for-bob": "manage", "dept-2": "manage", "everyone": "manage", "unshared": "manage"})
 	eq("bob", list(bob, false), map[string]string{"default-chatbot": "read", "for-bob": "read", "everyone": "read"})
 	eq("carol", list(carol, false), map[string]string{"default-chatbot": "read", "dept-2": "read", "everyone": "read"})
-	eq("root", list(root, false), map[string]string{"default-chatbot": "manage", "alice-only": "manage", "for-bob": "manage", "dept-2": "manage", "everyone": "manage"})
+	eq("root", list(root, false), map[string]string{"default-chatbot": "manage", "alice-only": "manage", "for-bob": "manage", "dept-2": "manage", "everyone": "manage", "unshared": "manage"})
 	eq("bob with subagents", list(bob, true), map[string]string{"default-chatbot": "read", "for-bob": "read", "everyone": "read", "helper": "read"})
 }
 
@@ -366,12 +369,13 @@ func TestUpdateMergesAndKeepsUnknownContextFields(t *testing.T) {
 		t.Fatalf("after context update: %+v", u)
 	}
 
-	// share_config: null clears it; the slug cannot change; invalid input changes nothing.
-	if u, err = s.Update(ctx, alice, "agent", agent.Input{ShareConfig: raw(`null`), IsSubagent: ptr(true)}); err != nil || string(u.ShareConfig) != "null" || !u.IsSubagent {
+	// share_config: null makes it private to its creator again (never
+	// global: issue 9); the slug cannot change; invalid input changes nothing.
+	if u, err = s.Update(ctx, alice, "agent", agent.Input{ShareConfig: raw(`null`), IsSubagent: ptr(true)}); err != nil || !creatorOnly(u.ShareConfig) || !u.IsSubagent {
 		t.Fatalf("clear share_config: %s %v", u.ShareConfig, err)
 	}
-	if n := count(t, pool, `SELECT count(*) FROM agents WHERE slug = 'agent' AND share_config IS NULL`); n != 1 {
-		t.Fatal("share_config null must be stored as SQL NULL")
+	if n := count(t, pool, `SELECT count(*) FROM agents WHERE slug = 'agent' AND share_config->'read_scope'->>'access_level' = 'user'`); n != 1 {
+		t.Fatal("share_config null must be stored as creator-only")
 	}
 	for _, in := range []agent.Input{
 		{Slug: ptr("other")},
@@ -499,4 +503,11 @@ func TestSetDefaultConcurrently(t *testing.T) {
 			t.Fatalf("round %d: defaults = %v, want exactly one", round, got)
 		}
 	}
+}
+
+// creatorOnly reports a share_config that lets only the creator (and
+// superadmins) in: what an agent created without one gets.
+func creatorOnly(raw json.RawMessage) bool {
+	c, err := access.Parse(raw)
+	return err == nil && c != nil && c.ReadScope.AccessLevel == "user" && len(c.ReadScope.UserUIDs) == 0 && c.ManageScope == nil
 }

@@ -293,6 +293,7 @@ func (s *Service) UpdateAPIKey(ctx context.Context, actor Principal, id int64, i
 	if err != nil {
 		return APIKey{}, fmt.Errorf("update api key %d: %w", id, err)
 	}
+	s.InvalidateAPIKey(ctx, id) // a disabled or shortened key stops working everywhere
 	return k, nil
 }
 
@@ -308,6 +309,7 @@ func (s *Service) RevokeAPIKey(ctx context.Context, actor Principal, id int64) e
 	if tag.RowsAffected() == 0 {
 		return ErrAPIKeyNotFound
 	}
+	s.InvalidateAPIKey(ctx, id)
 	return nil
 }
 
@@ -318,6 +320,19 @@ func (s *Service) authenticateAPIKey(ctx context.Context, secret string) (Princi
 		return Principal{}, ErrInvalidAPIKey
 	}
 	keyHash := hashAPIKey(secret)
+	now := s.now()
+	if s.cfg.CacheTTL > 0 {
+		if e, ok := s.cache.getKey(keyHash, now); ok {
+			if e.used == nil || now.Sub(*e.used) >= lastUsedEvery {
+				if err := s.touchAPIKey(ctx, *e.p.APIKeyID, now); err != nil {
+					return Principal{}, err
+				}
+				e.used = &now
+				s.cache.putKey(keyHash, e)
+			}
+			return e.p, nil
+		}
+	}
 	var (
 		keyID                          int64
 		storedHash                     string
@@ -336,21 +351,31 @@ func (s *Service) authenticateAPIKey(ctx context.Context, secret string) (Princi
 	if err != nil {
 		return Principal{}, fmt.Errorf("look up api key: %w", err)
 	}
-	now := s.now()
 	if subtle.ConstantTimeCompare([]byte(storedHash), []byte(keyHash)) != 1 ||
 		!enabled || revokedAt != nil || deleted || (expiresAt != nil && expiresAt.Before(now)) {
 		return Principal{}, ErrInvalidAPIKey
 	}
 	if lastUsed == nil || now.Sub(*lastUsed) >= lastUsedEvery {
-		// The condition re-checks under the row lock, so concurrent requests
-		// write at most once per interval.
-		if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
-			WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`, keyID, now, now.Add(-lastUsedEvery)); err != nil {
-			return Principal{}, fmt.Errorf("record api key %d use: %w", keyID, err)
+		if err := s.touchAPIKey(ctx, keyID, now); err != nil {
+			return Principal{}, err
 		}
+		lastUsed = &now
 	}
 	p.APIKeyID = &keyID
+	if s.cfg.CacheTTL > 0 {
+		s.cache.putKey(keyHash, cachedPrincipal{p: p, until: now.Add(s.cfg.CacheTTL), expires: expiresAt, used: lastUsed})
+	}
 	return p, nil
+}
+
+// touchAPIKey records a use of key id at most once per lastUsedEvery: the
+// condition re-checks under the row lock, so concurrent requests write once.
+func (s *Service) touchAPIKey(ctx context.Context, keyID int64, now time.Time) error {
+	if _, err := s.pool.Exec(ctx, `UPDATE api_keys SET last_used_at = $2
+		WHERE id = $1 AND (last_used_at IS NULL OR last_used_at <= $3)`, keyID, now, now.Add(-lastUsedEvery)); err != nil {
+		return fmt.Errorf("record api key %d use: %w", keyID, err)
+	}
+	return nil
 }
 
 func isLowerHex(s string) bool {

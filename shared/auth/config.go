@@ -40,6 +40,12 @@ type Config struct {
 	// LoginLimiter bounds login attempts per client address (nil: no limit
 	// beyond the per-(login, address) lock).
 	LoginLimiter LoginLimiter
+	// CacheTTL: how long a resolved JWT subject or API key is answered from
+	// memory (0: never; see cache.go for the staleness bound).
+	CacheTTL time.Duration
+	// Invalidations carries cache evictions to the other processes (nil:
+	// this process only; fine when CacheTTL is 0 or for one process).
+	Invalidations Invalidations
 	// Now is the clock (default time.Now); tests control it.
 	Now func() time.Time
 }

@@ -230,6 +230,7 @@ func (s *Service) DeleteDepartment(ctx context.Context, actor Principal, id int6
 	if err := requireSuperadmin(actor); err != nil {
 		return 0, err
 	}
+	var movedIDs []int64
 	err = postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
 		var name string
 		err := tx.QueryRow(ctx, `SELECT name FROM departments WHERE id = $1 FOR UPDATE`, id).Scan(&name)
@@ -242,12 +243,16 @@ func (s *Service) DeleteDepartment(ctx context.Context, actor Principal, id int6
 		if name == DefaultDepartment {
 			return failure.Unprocessable("default_department", "the default department cannot be deleted")
 		}
-		tag, err := tx.Exec(ctx, `UPDATE users SET department_id = (SELECT id FROM departments WHERE name = $2), updated_at = now()
-			WHERE department_id = $1`, id, DefaultDepartment)
+		rows, err := tx.Query(ctx, `UPDATE users SET department_id = (SELECT id FROM departments WHERE name = $2), updated_at = now()
+			WHERE department_id = $1 RETURNING id`, id, DefaultDepartment)
 		if err != nil {
 			return fmt.Errorf("move users: %w", err)
 		}
-		moved = int(tag.RowsAffected())
+		movedIDs, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("move users: %w", err)
+		}
+		moved = len(movedIDs)
 		if _, err := tx.Exec(ctx, `UPDATE api_keys SET is_enabled = false, revoked_at = COALESCE(revoked_at, $2),
 			department_id = NULL, updated_at = now() WHERE department_id = $1`, id, s.now()); err != nil {
 			return fmt.Errorf("revoke department keys: %w", err)
@@ -260,6 +265,9 @@ func (s *Service) DeleteDepartment(ctx context.Context, actor Principal, id int6
 			return 0, err
 		}
 		return 0, fmt.Errorf("delete department %d: %w", id, err)
+	}
+	for _, uid := range movedIDs { // their department changed; their department's keys are revoked
+		s.InvalidateUser(ctx, uid)
 	}
 	return moved, nil
 }

@@ -28,6 +28,7 @@ type Service struct {
 	// which a cold start should not pay.
 	dummy     sync.Once
 	dummyHash string
+	cache     principalCache
 }
 
 // dummyPasswordHash returns the hash used for logins of unknown users.
@@ -77,6 +78,12 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 	if err != nil {
 		return Principal{}, err
 	}
+	now := s.now()
+	if s.cfg.CacheTTL > 0 {
+		if p, ok := s.cache.getUser(claims.userID, claims.Version, now); ok {
+			return withActor(p, claims), nil
+		}
+	}
 	u, err := s.loadUser(ctx, s.pool, claims.userID)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && (u.IsDeleted || u.TokenVersion != claims.Version)) {
 		return Principal{}, ErrInvalidToken
@@ -85,11 +92,19 @@ func (s *Service) Authenticate(ctx context.Context, authorization string) (Princ
 		return Principal{}, err
 	}
 	// Failed logins by anyone never lock out a session (throttle.go).
-	p := u.principal()
-	if claims.Actor != nil {
-		p.ImpersonatorID = &claims.Actor.UserID
+	if s.cfg.CacheTTL > 0 {
+		s.cache.putUser(claims.userID, u.TokenVersion, u.principal(), now.Add(s.cfg.CacheTTL))
 	}
-	return p, nil
+	return withActor(u.principal(), claims), nil
+}
+
+// withActor marks p as acting through an impersonation when the token says so.
+func withActor(p Principal, claims tokenClaims) Principal {
+	if claims.Actor != nil {
+		id := claims.Actor.UserID
+		p.ImpersonatorID = &id
+	}
+	return p
 }
 
 // tokenClaims are an access token's claims: the user in "sub", the user's

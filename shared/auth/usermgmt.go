@@ -191,6 +191,7 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 		}
 		return User{}, fmt.Errorf("update user %d: %w", id, err)
 	}
+	s.InvalidateUser(ctx, id) // role, department or password may have changed
 	u, err := s.loadUser(ctx, s.pool, id)
 	if err != nil {
 		return User{}, fmt.Errorf("load user %d: %w", id, err)
@@ -245,6 +246,7 @@ func (s *Service) DeleteUser(ctx context.Context, actor Principal, id int64) err
 		}
 		return fmt.Errorf("delete user %d: %w", id, err)
 	}
+	s.InvalidateUser(ctx, id) // sessions and API keys end in every process now
 	return nil
 }
 

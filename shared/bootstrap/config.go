@@ -84,6 +84,11 @@ type Config struct {
 	// LoginAttemptsPerMinute (YUXI_LOGIN_ATTEMPTS_PER_MINUTE, default 20)
 	// bounds login attempts per client address (429 beyond).
 	LoginAttemptsPerMinute int
+	// AuthCacheTTL (YUXI_AUTH_CACHE_TTL, default 5s, 0 disables) is how long
+	// a resolved token or API key is answered from memory; revocations and
+	// role changes evict it in every process at once through Redis, and the
+	// TTL bounds the staleness when such a message is lost.
+	AuthCacheTTL time.Duration
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
@@ -278,6 +283,12 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 	}
 	if c.TrustedProxies, err = clientaddr.Parse(getenv("YUXI_TRUSTED_PROXIES")); err != nil {
 		return c, err
+	}
+	c.AuthCacheTTL = 5 * time.Second
+	if v := getenv("YUXI_AUTH_CACHE_TTL"); v != "" {
+		if c.AuthCacheTTL, err = time.ParseDuration(v); err != nil || c.AuthCacheTTL < 0 || c.AuthCacheTTL > time.Hour {
+			return c, fmt.Errorf("YUXI_AUTH_CACHE_TTL=%q: want a duration between 0 and 1h", v)
+		}
 	}
 	c.LoginAttemptsPerMinute = 20
 	if v := getenv("YUXI_LOGIN_ATTEMPTS_PER_MINUTE"); v != "" {

@@ -307,3 +307,27 @@ func TestReceiverPropagatesRequestContext(t *testing.T) {
 		t.Fatal("client request should have failed with its context")
 	}
 }
+
+// Issue 9: a NUL (or a lone surrogate) in event data would fail in
+// PostgreSQL on every delivery; it is a permanent failure, recorded in
+// event_failures, and the handler never runs (on main it was retried forever).
+func TestReceiverNULInDataIsPermanent(t *testing.T) {
+	t.Parallel()
+	for id, data := range map[string]string{
+		"ev-nul":       `{"run_id":"run_\u0000x","thread_id":"t","step_no":1}`,
+		"ev-surrogate": `{"run_id":"run_x","thread_id":"\ud800","step_no":1}`,
+	} {
+		fn := newScripted(t)
+		w := httptest.NewRecorder()
+		faas.NewHTTPReceiver(fn.router).ServeHTTP(w, binaryRequest(t, map[string]string{"Ce-Id": id}, data))
+		if w.Code/100 != 4 || w.Code == http.StatusTooManyRequests || w.Code == http.StatusRequestTimeout {
+			t.Fatalf("%s: status %d, want a non-retryable 4xx", id, w.Code)
+		}
+		if got, ok := fn.rec.find(id); !ok || !strings.Contains(got.Cause.Error(), "cannot be stored") {
+			t.Fatalf("%s: recorder has %v (%+v)", id, fn.rec.ids(), got)
+		}
+		if calls := fn.called(); len(calls) != 0 {
+			t.Fatalf("%s: the handler ran: %v", id, calls)
+		}
+	}
+}

@@ -21,7 +21,7 @@
 //
 // Imported by: function mains, the local runner, shared/outbox (local relay),
 // infra/devbroker (sender and retry classification).
-// May import: events, shared/telemetry, the CloudEvents SDK, aws-lambda-go,
+// May import: events, shared/telemetry, shared/pgtext, the CloudEvents SDK, aws-lambda-go,
 // functions-framework-go, the JSON Schema validator and the standard library.
 package faas
 
@@ -38,6 +38,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/pgtext"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 )
 
@@ -175,6 +176,11 @@ func OnType[T events.Payload](r *Router, eventType string, fn func(ctx context.C
 			var doc any
 			if err := json.Unmarshal(data, &doc); err != nil {
 				return malformed(fmt.Errorf("data is not JSON: %w", err))
+			}
+			// A NUL or lone surrogate would fail in PostgreSQL on every
+			// delivery: refuse it once, recorded, never retried.
+			if err := pgtext.CheckJSON(data); err != nil {
+				return malformed(fmt.Errorf("data cannot be stored: %w", err))
 			}
 			if err := schema.Validate(doc); err != nil {
 				return malformed(fmt.Errorf("data does not match %s schema: %v", zero.EventType(), err))

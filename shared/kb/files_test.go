@@ -531,6 +531,8 @@ func testFoldersListingAndSearch(t *testing.T, e *env) {
 	wantCode(t, folderErr("Reports", nil), failure.KindConflict, "folder_exists")
 	wantCode(t, folderErr("a/b", nil), failure.KindUnprocessable, "invalid_folder")
 	wantCode(t, folderErr("  ", nil), failure.KindUnprocessable, "invalid_folder")
+	wantCode(t, folderErr(".", nil), failure.KindUnprocessable, "invalid_folder")
+	wantCode(t, folderErr(" .. ", nil), failure.KindUnprocessable, "invalid_folder")
 	nope := "file_nope"
 	wantCode(t, folderErr("x", &nope), failure.KindNotFound, "folder_not_found")
 	if err := folderErr("Reports", &dir.FileID); err != nil { // same name, other parent

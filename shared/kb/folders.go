@@ -26,6 +26,9 @@ func validFolderName(name string) (string, error) {
 	if name == "" || len(name) > 255 || strings.ContainsAny(name, "/\\") {
 		return "", failure.Unprocessable("invalid_folder", "folder name must be 1 to 255 characters without slashes")
 	}
+	if name == "." || name == ".." { // they would name this folder or its parent in every path built from them
+		return "", failure.Unprocessable("invalid_folder", "folder name %q is reserved", name)
+	}
 	return name, nil
 }
 

@@ -30,6 +30,7 @@ type Library struct {
 	vectors VectorStore
 	ret     *Retriever
 	types   FileTypes
+	buckets Buckets
 	log     *slog.Logger
 }
 
@@ -79,7 +80,9 @@ type LibraryDeps struct {
 	Vectors   VectorStore
 	Retriever *Retriever
 	Types     FileTypes
-	Log       *slog.Logger
+	// Buckets reads bound buckets (VerifySource); nil: sources cannot be verified here.
+	Buckets Buckets
+	Log     *slog.Logger
 }
 
 // NewLibrary returns the use cases over d.
@@ -88,7 +91,7 @@ func NewLibrary(d LibraryDeps) *Library {
 		d.Log = slog.Default()
 	}
 	return &Library{store: d.Store, objects: d.Objects, ob: d.Outbox, keyword: d.Keyword, vectors: d.Vectors,
-		ret: d.Retriever, types: d.Types, log: d.Log}
+		ret: d.Retriever, types: d.Types, buckets: d.Buckets, log: d.Log}
 }
 
 // KB returns KB kbID if sub may read it (ErrNotFound otherwise).

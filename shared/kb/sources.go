@@ -2,10 +2,13 @@ package kb
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"strconv"
 	"strings"
@@ -15,6 +18,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/blob/notify"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -31,6 +35,29 @@ type Source struct {
 	Prefix    string    `json:"prefix"`
 	CreatedBy string    `json:"created_by"`
 	CreatedAt time.Time `json:"created_at"`
+	// Verification: notifications reach the KB only once the binder proved
+	// write access to the bucket by writing VerifyToken to VerifyKey there
+	// and calling POST …/sources/{id}/verify (VerifiedAt is then set).
+	VerifyKey   string     `json:"verification_key"`
+	VerifyToken string     `json:"verification_token"`
+	VerifiedAt  *time.Time `json:"verified_at"`
+}
+
+// sourceCols are the columns scanSource reads.
+const sourceCols = `id, kb_id, provider, bucket, prefix, created_by, created_at, verify_token, verified_at`
+
+func scanSource(row pgx.Row) (Source, error) {
+	var src Source
+	err := row.Scan(&src.ID, &src.KBID, &src.Provider, &src.Bucket, &src.Prefix, &src.CreatedBy, &src.CreatedAt, &src.VerifyToken, &src.VerifiedAt)
+	src.VerifyKey = VerifyKey(src.Prefix, src.ID)
+	return src, err
+}
+
+// VerifyKey is the object a binder writes to prove write access to the
+// bucket of source id: under its prefix, so that a prefix-scoped writer
+// can prove it too.
+func VerifyKey(prefix string, id int64) string {
+	return prefix + ".yuxi-verify-" + strconv.FormatInt(id, 10)
 }
 
 // SourceURI names an object of a bound bucket: "s3://bucket/key".
@@ -64,12 +91,14 @@ func (s *Store) AddSource(ctx context.Context, sub access.Subject, kbID, provide
 	if len(prefix) > 1024 || strings.Contains(prefix, "..") {
 		return Source{}, failure.Unprocessable("invalid_source", "prefix must be a key prefix")
 	}
-	var src Source
-	err := s.pool.QueryRow(ctx, `INSERT INTO knowledge_sources (kb_id, provider, bucket, prefix, created_by) VALUES ($1, $2, $3, $4, $5)
+	token := make([]byte, 24)
+	if _, err := rand.Read(token); err != nil {
+		return Source{}, err
+	}
+	return scanSource(s.pool.QueryRow(ctx, `INSERT INTO knowledge_sources (kb_id, provider, bucket, prefix, created_by, verify_token)
+		VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (kb_id, provider, bucket, prefix) DO UPDATE SET created_by = knowledge_sources.created_by
-		RETURNING id, kb_id, provider, bucket, prefix, created_by, created_at`, kbID, provider, bucket, prefix, sub.UID).
-		Scan(&src.ID, &src.KBID, &src.Provider, &src.Bucket, &src.Prefix, &src.CreatedBy, &src.CreatedAt)
-	return src, err
+		RETURNING `+sourceCols, kbID, provider, bucket, prefix, sub.UID, hex.EncodeToString(token)))
 }
 
 // Sources lists a KB's bindings (read access).
@@ -96,15 +125,15 @@ func (s *Store) RemoveSource(ctx context.Context, sub access.Subject, kbID strin
 }
 
 func sourcesWhere(ctx context.Context, db postgres.DB, where string, args ...any) ([]Source, error) {
-	rows, err := db.Query(ctx, `SELECT id, kb_id, provider, bucket, prefix, created_by, created_at FROM knowledge_sources WHERE `+where+` ORDER BY id`, args...)
+	rows, err := db.Query(ctx, `SELECT `+sourceCols+` FROM knowledge_sources WHERE `+where+` ORDER BY id`, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	out := []Source{}
 	for rows.Next() {
-		var src Source
-		if err := rows.Scan(&src.ID, &src.KBID, &src.Provider, &src.Bucket, &src.Prefix, &src.CreatedBy, &src.CreatedAt); err != nil {
+		src, err := scanSource(rows)
+		if err != nil {
 			return nil, err
 		}
 		out = append(out, src)
@@ -146,7 +175,11 @@ type ChangeOutcome struct {
 // caller's post-commit cleanup.
 func (s *Store) ApplyChangeTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kw KeywordWriter, ch events.BucketObjectChanged,
 	supported func(filename string) bool) ([]ChangeOutcome, []Removed, error) {
-	sources, err := sourcesWhere(ctx, tx, `provider = $1 AND bucket = $2 AND starts_with($3, prefix)`, ch.Provider, ch.Bucket, ch.Key)
+	// Only bindings that proved write access to the bucket (VerifySource)
+	// receive its notifications: binding another department's bucket
+	// ingests nothing.
+	sources, err := sourcesWhere(ctx, tx, `provider = $1 AND bucket = $2 AND starts_with($3, prefix) AND verified_at IS NOT NULL`,
+		ch.Provider, ch.Bucket, ch.Key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -243,4 +276,56 @@ func newerGenerationHeld(ch events.BucketObjectChanged, cur *File) bool {
 	}
 	deleted, err := strconv.ParseInt(ch.Version, 10, 64)
 	return err == nil && held > deleted
+}
+
+// Buckets opens a bound bucket for reading (the platform's source
+// credentials); VerifySource reads the verification object through it.
+type Buckets interface {
+	Open(provider, bucket string) (blob.Store, error)
+}
+
+// ErrSourceUnverified: the verification object is missing or holds another token.
+var ErrSourceUnverified = failure.Unprocessable("source_unverified",
+	"the bucket does not hold the verification object with this source's token")
+
+// VerifySource checks that the bucket of source id holds the source's
+// verification object (VerifyKey, content VerifyToken) and marks the source
+// verified: from then on the bucket's notifications reach the KB. Writing
+// that object proves the binder may write to the bucket; another
+// department's admin who binds the bucket cannot.
+func (l *Library) VerifySource(ctx context.Context, sub access.Subject, kbID string, id int64) (Source, error) {
+	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+		return Source{}, err
+	}
+	src, err := scanSource(l.store.pool.QueryRow(ctx, `SELECT `+sourceCols+` FROM knowledge_sources WHERE kb_id = $1 AND id = $2`, kbID, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Source{}, failure.NotFound("source_not_found", "source %d not found", id)
+	}
+	if err != nil {
+		return Source{}, err
+	}
+	if l.buckets == nil {
+		return Source{}, failure.New(failure.KindUnavailable, "buckets_not_configured", "this process cannot read bound buckets")
+	}
+	store, err := l.buckets.Open(src.Provider, src.Bucket)
+	if err != nil {
+		return Source{}, fmt.Errorf("open bucket %s: %w", src.Bucket, err)
+	}
+	rc, _, err := store.Get(ctx, src.VerifyKey)
+	if errors.Is(err, blob.ErrNotFound) {
+		return Source{}, ErrSourceUnverified.With(map[string]any{"verification_key": src.VerifyKey})
+	}
+	if err != nil {
+		return Source{}, failure.Unprocessable("source_unreachable", "cannot read %s from bucket %s: %v", src.VerifyKey, src.Bucket, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(rc, 4096))
+	rc.Close()
+	if err != nil {
+		return Source{}, failure.Unprocessable("source_unreachable", "cannot read %s from bucket %s: %v", src.VerifyKey, src.Bucket, err)
+	}
+	if subtle.ConstantTimeCompare([]byte(strings.TrimSpace(string(body))), []byte(src.VerifyToken)) != 1 {
+		return Source{}, ErrSourceUnverified.With(map[string]any{"verification_key": src.VerifyKey})
+	}
+	return scanSource(l.store.pool.QueryRow(ctx, `UPDATE knowledge_sources SET verified_at = COALESCE(verified_at, now())
+		WHERE id = $1 RETURNING `+sourceCols, id))
 }

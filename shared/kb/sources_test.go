@@ -89,6 +89,15 @@ func testApplyChange(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 	}
+	// These bindings are proved (VerifySource, tested end to end in
+	// tests/e2e/probe_bucket_test.go); a third, unproved one gets nothing.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE knowledge_sources SET verified_at = now() WHERE bucket = 'apply-docs'`); err != nil {
+		t.Fatal(err)
+	}
+	unproved := e.createKB(t, kb.CreateInput{})
+	if _, err := e.store.AddSource(e.ctx, owner, unproved.KBID, "s3", "apply-docs", "team/"); err != nil {
+		t.Fatal(err)
+	}
 	created := events.BucketObjectChanged{Provider: "s3", Bucket: "apply-docs", Key: "team/sub/Guide.md", Size: 42, ETag: "e1", Op: "created"}
 
 	out, _ := e.apply(t, created)

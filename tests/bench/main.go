@@ -48,6 +48,7 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
 	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
 	{ID: "10", Name: "figure 10 (sandbox provisioner)", Run: figSandbox},
+	{ID: "11", Name: "figure 11 (authentication cost)", Run: figAuth},
 	{ID: "12", Name: "figure 12 (external clients: /v1 stream, yuxi kb upload)", Run: figExternal},
 	{ID: "14", Name: "figure 14 (tracing and cloud relays)", Run: figCloud},
 }
@@ -55,7 +56,7 @@ var figures = []benchkit.Figure[*env]{
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "1,2,3,4,5,6,7,10,12,14", "comma-separated figures to run")
+	only := fs.String("only", "1,2,3,4,5,6,7,10,11,12,14", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	var soak soakConfig
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the figures, soak the platform this long (make soak: 10m) and print the slopes of what could grow")

@@ -218,7 +218,7 @@ func TestKnowledgeBadInput(t *testing.T) {
 		t.Parallel()
 		c := c.For(t)
 		bucket := s3.Bucket(t, "acme-reports")
-		c.OK("POST", kbPath+"/sources", map[string]any{"provider": "s3", "bucket": "acme-reports", "prefix": "reports/"})
+		c.BindSource(s3, kbID, "s3", "acme-reports", "reports/")
 		const key = "reports/q3.pdf"
 		put := func(seq string, data []byte) {
 			t.Helper()

@@ -24,11 +24,11 @@ type bucketKB struct {
 	kbID string
 }
 
-func newBucketKB(t *testing.T, p *testkit.Local, name, provider, bucket, prefix string) bucketKB {
+func newBucketKB(t *testing.T, p *testkit.Local, s3 *testkit.FakeS3, name, provider, bucket, prefix string) bucketKB {
 	t.Helper()
 	c := p.Admin
 	kbID := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": name, "description": "bound to " + bucket})["kb_id"].(string)
-	src := c.OK("POST", "/api/knowledge/databases/"+kbID+"/sources", map[string]any{"provider": provider, "bucket": bucket, "prefix": prefix})
+	src := c.BindSource(s3, kbID, provider, bucket, prefix)
 	if src["kb_id"] != kbID || src["provider"] != provider || src["bucket"] != bucket || src["prefix"] != prefix {
 		t.Fatalf("source binding = %v", src)
 	}
@@ -113,8 +113,8 @@ func TestKnowledgeBucketS3Notifications(t *testing.T) {
 	s3 := testkit.NewFakeS3(t)
 	p := testkit.StartLocal(t, s3.SourceEnv())
 	drop, unbound := s3.Bucket(t, "acme-drop"), s3.Bucket(t, "acme-unbound")
-	hb := newBucketKB(t, p, "handbook", "s3", "acme-drop", "handbook/")
-	notes := newBucketKB(t, p, "notes", "s3", "acme-drop", "notes/")
+	hb := newBucketKB(t, p, s3, "handbook", "s3", "acme-drop", "handbook/")
+	notes := newBucketKB(t, p, s3, "notes", "s3", "acme-drop", "notes/")
 	pool := p.P.App.Pool
 
 	// S3 event records: the key is form-encoded ("+" for spaces).
@@ -255,7 +255,7 @@ func TestKnowledgeBucketNotificationsAreAuthenticatedAndValidated(t *testing.T) 
 	s3 := testkit.NewFakeS3(t)
 	p := testkit.StartLocal(t, s3.SourceEnv())
 	drop := s3.Bucket(t, "acme-drop")
-	hb := newBucketKB(t, p, "handbook", "s3", "acme-drop", "")
+	hb := newBucketKB(t, p, s3, "handbook", "s3", "acme-drop", "")
 	v := bucketPut(t, drop, "policy.md", "The policy.\n")
 	valid := testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "acme-drop", Key: "policy.md", Size: v.Size, ETag: v.ETag, Sequencer: "01"})
 
@@ -310,7 +310,7 @@ func TestKnowledgeBucketGCSCloudEvents(t *testing.T) {
 	s3 := testkit.NewFakeS3(t) // Cloud Storage's S3-interoperable API (YUXI_SOURCE_GCS_ENDPOINT)
 	p := testkit.StartLocal(t, s3.SourceEnv())
 	bucket := s3.Bucket(t, "acme-gcs-drop")
-	k := newBucketKB(t, p, "research", "gcs", "acme-gcs-drop", "inbox/")
+	k := newBucketKB(t, p, s3, "research", "gcs", "acme-gcs-drop", "inbox/")
 	docParse := testkit.FunctionEndpoint(t, p, "doc-parse")
 	deliver := func(typ, id string, o testkit.ObjectEvent) {
 		t.Helper()

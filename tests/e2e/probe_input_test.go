@@ -90,3 +90,25 @@ func TestProbeBadInputNever500(t *testing.T) {
 		t.Errorf("GET with // : %d, want the mux's redirect", r.Status)
 	}
 }
+
+// Issue 9, finding 6: HTML and SVG uploads are served as attachments with a
+// sandboxing Content-Security-Policy, never as active documents of the
+// API's origin.
+func TestProbeUploadsServedInert(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	c := p.Admin.For(t)
+	kbID := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": "inert", "description": "d"})["kb_id"].(string)
+	for name, body := range map[string]string{
+		"page.html": "<html><body><script>fetch('/api/auth/me')</script></body></html>",
+	} {
+		item := c.UploadKB(kbID, name, []byte(body))
+		added := c.OK("POST", "/api/knowledge/databases/"+kbID+"/documents/add", map[string]any{"items": []string{item}})
+		id := added["items"].([]any)[0].(map[string]any)["file_id"].(string)
+		r := c.Do("GET", "/api/knowledge/databases/"+kbID+"/documents/"+id+"/download", nil)
+		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Disposition"), "attachment") ||
+			r.Header.Get("Content-Security-Policy") != "sandbox" || r.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("%s download: %d %v", name, r.Status, r.Header)
+		}
+	}
+}

@@ -24,7 +24,7 @@ func TestBucketNotificationsInvokeDocParseOnLambda(t *testing.T) {
 	drop := s3.Bucket(t, "acme-drop")
 
 	kbID := api.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": "inbox", "description": "S3 on Lambda"})["kb_id"].(string)
-	api.OK("POST", "/api/knowledge/databases/"+kbID+"/sources", map[string]any{"provider": "s3", "bucket": "acme-drop", "prefix": "inbox/"})
+	api.BindSource(s3, kbID, "s3", "acme-drop", "inbox/")
 
 	// fileOf waits until the object's file is in status want ("" = gone).
 	fileOf := func(key, want string) map[string]any {

@@ -509,3 +509,26 @@ func BuildAll(t testing.TB, pkgs ...string) map[string]string {
 	}
 	return out
 }
+
+// BindSource binds bucket (and prefix) to kbID and proves it as the bucket's
+// owner would: writes the source's verification token to its verification
+// object in the fake bucket, then asks the platform to verify. It returns
+// the verified source.
+func (c *Client) BindSource(f *FakeS3, kbID, provider, bucket, prefix string) map[string]any {
+	c.T.Helper()
+	base := "/api/knowledge/databases/" + kbID + "/sources"
+	src := c.OK("POST", base, map[string]any{"provider": provider, "bucket": bucket, "prefix": prefix})
+	key, _ := src["verification_key"].(string)
+	token, _ := src["verification_token"].(string)
+	if key == "" || token == "" || src["verified_at"] != nil {
+		c.T.Fatalf("new source without a pending verification: %v", src)
+	}
+	if _, err := f.Bucket(c.T, bucket).Put(context.Background(), key, strings.NewReader(token), int64(len(token)), "text/plain"); err != nil {
+		c.T.Fatal(err)
+	}
+	out := c.OK("POST", fmt.Sprintf("%s/%v/verify", base, src["id"]), nil)
+	if out["verified_at"] == nil {
+		c.T.Fatalf("verify answered %v", out)
+	}
+	return out
+}

@@ -266,3 +266,23 @@ func TestAgentRoutesPrivateByDefault(t *testing.T) {
 	// The built-in agent stays visible to everyone.
 	a.want(a.call("GET", "/api/agent/default-chatbot", "bob", ""), 200, "", "bob reads the built-in")
 }
+
+// Admin-only settings are checked on write (issue 9, finding 6): a user may
+// not raise max_execution_steps or model_retry_times on an agent of their
+// own, though an echo of the stored (or default) value saves; an admin may.
+func TestAgentRoutesAdminOnlySettings(t *testing.T) {
+	t.Parallel()
+	a := newChatAPI(t)
+	a.want(a.call("POST", "/api/agent", "alice", `{"name": "x", "slug": "steps",
+		"config_json": {"context": {"max_execution_steps": 500}}}`), 403, "admin_only_setting", "user creates with max steps")
+	a.want(a.call("POST", "/api/agent", "alice", `{"name": "x", "slug": "steps",
+		"config_json": {"context": {"system_prompt": "hi"}}}`), 200, "", "user creates")
+	a.want(a.call("PUT", "/api/agent/steps", "alice", `{"config_json": {"context": {"model_retry_times": 3, "system_prompt": "hi"}}}`),
+		403, "admin_only_setting", "user raises retries")
+	a.want(a.call("PUT", "/api/agent/steps", "alice", `{"config_json": {"context": {"system_prompt": "changed"}}}`), 200, "", "user edits the prompt")
+	a.want(a.call("POST", "/api/agent", "adm", `{"name": "y", "slug": "adm-steps",
+		"config_json": {"context": {"max_execution_steps": 50, "model_retry_times": 2}}}`), 200, "", "admin sets them")
+	if n := a.f.Count(`SELECT count(*) FROM agents WHERE slug = 'steps' AND config_json->'context' ? 'model_retry_times'`); n != 0 {
+		t.Fatal("a refused update was stored")
+	}
+}

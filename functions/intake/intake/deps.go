@@ -54,6 +54,8 @@ type Deps struct {
 	// ClientAddr resolves a request's client address (the peer, or the
 	// X-Forwarded-For hop of a trusted proxy); logins are throttled by it.
 	ClientAddr clientaddr.Resolver
+	// Buckets reads bound buckets to verify a binding (nil: not verifiable here).
+	Buckets kb.Buckets
 	// NotifyToken authenticates bucket notification webhooks (empty: the webhook is off).
 	NotifyToken string
 	// Settings are users' own settings and images (nil: those routes answer 503).

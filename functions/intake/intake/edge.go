@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"path"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/pgtext"
 )
 
 // Input checks made once, at the edge, before any handler runs, so that no
@@ -45,14 +45,11 @@ func refuseUncleanPath(r *http.Request) error {
 	return nil
 }
 
-// checkText reports the first reason s cannot be stored as text: a NUL or
-// invalid UTF-8. what names the input in the message.
+// checkText reports why s cannot be stored as text (a NUL, invalid UTF-8)
+// as a 400 with code; what names the input in the message.
 func checkText(code, what, s string) error {
-	if !utf8.ValidString(s) {
-		return failure.Invalid(code, "%s is not valid UTF-8", what)
-	}
-	if strings.IndexByte(s, 0) >= 0 {
-		return failure.Invalid(code, "%s contains a NUL character", what)
+	if err := pgtext.Check(s); err != nil {
+		return failure.Invalid(code, "%s %v", what, err)
 	}
 	return nil
 }
@@ -113,66 +110,14 @@ func checkQuery(r *http.Request) error {
 }
 
 // checkJSONText checks a JSON document's strings as PostgreSQL will store
-// them: no raw invalid UTF-8 (encoding/json would silently replace it), no
-// \u0000 escape (text and jsonb refuse NUL) and no escaped surrogate that is
-// not part of a pair (jsonb refuses it; encoding/json would turn it into
-// U+FFFD in a struct but a json.RawMessage keeps it). data is valid JSON.
+// them (pgtext.CheckJSON): encoding/json would silently replace raw invalid
+// UTF-8 and keep \u0000 and lone surrogates in a json.RawMessage headed for
+// a jsonb column. data is valid JSON.
 func checkJSONText(data []byte) error {
-	if !utf8.Valid(data) {
-		return failure.Invalid("invalid_json", "request body is not valid UTF-8")
-	}
-	for i := 0; i < len(data); i++ {
-		if data[i] != '\\' {
-			continue
-		}
-		i++ // data is valid JSON: an escape always has its next byte
-		if i >= len(data) || data[i] != 'u' {
-			continue
-		}
-		r, ok := hex4(data, i+1)
-		if !ok {
-			continue
-		}
-		switch {
-		case r == 0:
-			return failure.Invalid("invalid_json", `request body contains a NUL character (\u0000)`)
-		case r >= 0xD800 && r <= 0xDBFF: // high surrogate: a low one must follow
-			lo, ok := uint16(0), false
-			if i+6 < len(data) && data[i+5] == '\\' && data[i+6] == 'u' {
-				lo, ok = hex4(data, i+7)
-			}
-			if !ok || lo < 0xDC00 || lo > 0xDFFF {
-				return failure.Invalid("invalid_json", `request body contains an unpaired surrogate (\u%04x)`, r)
-			}
-			i += 10
-		case r >= 0xDC00 && r <= 0xDFFF:
-			return failure.Invalid("invalid_json", `request body contains an unpaired surrogate (\u%04x)`, r)
-		default:
-			i += 4
-		}
+	if err := pgtext.CheckJSON(data); err != nil {
+		return failure.Invalid("invalid_json", "request body %v", err)
 	}
 	return nil
-}
-
-func hex4(b []byte, at int) (uint16, bool) {
-	if at+4 > len(b) {
-		return 0, false
-	}
-	var v uint16
-	for _, c := range b[at : at+4] {
-		v <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			v |= uint16(c - '0')
-		case c >= 'a' && c <= 'f':
-			v |= uint16(c-'a') + 10
-		case c >= 'A' && c <= 'F':
-			v |= uint16(c-'A') + 10
-		default:
-			return 0, false
-		}
-	}
-	return v, true
 }
 
 // maxFileNameBytes bounds an uploaded file's name (a file name on most file

@@ -221,6 +221,7 @@ func (s *Server) knowledgeRoutes() []Route {
 		{"GET", "/api/knowledge/databases/{kb_id}/sources", Admin, ReadKB, s.listSources}, // Store.Sources needs read access
 		{"POST", "/api/knowledge/databases/{kb_id}/sources", Admin, ManageKB, s.addSource},
 		{"DELETE", "/api/knowledge/databases/{kb_id}/sources/{source_id}", Admin, ManageKB, s.removeSource},
+		{"POST", "/api/knowledge/databases/{kb_id}/sources/{source_id}/verify", Admin, ManageKB, s.verifySource},
 		{"POST", "/api/knowledge/files/upload", Admin, ManageKB, s.uploadFile},
 		{"GET", "/api/knowledge/files/supported-types", Admin, NoCheck, s.supportedTypes},
 		{"POST", "/api/knowledge/files/markdown", Admin, NoCheck, s.markdownFile},

@@ -73,6 +73,7 @@ func (s *Server) downloadDocument(w http.ResponseWriter, r *http.Request, p auth
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", info.ContentType)
+	uploadedContentHeaders(w, info.ContentType)
 	w.Header().Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": f.OriginalFilename}))
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 	_, _ = io.Copy(w, rc)
@@ -90,7 +91,10 @@ func (s *Server) kbImage(w http.ResponseWriter, r *http.Request, p auth.Principa
 	w.Header().Set("Content-Type", info.ContentType)
 	w.Header().Set("Content-Length", strconv.FormatInt(info.Size, 10))
 	w.Header().Set("Cache-Control", "private, max-age=3600")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
+	uploadedContentHeaders(w, info.ContentType)
+	if activeContent(info.ContentType) {
+		w.Header().Set("Content-Disposition", "attachment")
+	}
 	_, _ = io.Copy(w, rc)
 	return nil
 }
@@ -126,4 +130,27 @@ func (s *Server) markdownFile(w http.ResponseWriter, r *http.Request, _ auth.Pri
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"markdown_content": res.Markdown, "message": "success"})
 	return nil
+}
+
+// uploadedContentHeaders guard every response that serves bytes a user
+// uploaded: no MIME sniffing, and a sandboxing CSP so that an HTML or SVG
+// file opened from the API's origin runs no script with its cookies or
+// storage (issue 9, finding 6).
+func uploadedContentHeaders(w http.ResponseWriter, contentType string) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Content-Security-Policy", "sandbox")
+}
+
+// activeContent reports content types a browser renders as a document
+// (scripts included): they are served as attachments.
+func activeContent(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if err != nil {
+		return true // unknown: never inline
+	}
+	switch mt {
+	case "text/html", "application/xhtml+xml", "image/svg+xml", "text/xml", "application/xml", "text/javascript", "application/javascript":
+		return true
+	}
+	return false
 }

@@ -84,3 +84,18 @@ func (s *Server) bucketNotification(w http.ResponseWriter, r *http.Request, _ au
 	writeJSON(w, http.StatusAccepted, map[string]any{"accepted": len(changes)})
 	return nil
 }
+
+// verifySource checks the source's verification object in its bucket; from
+// then on the bucket's notifications reach the KB (kb.Library.VerifySource).
+func (s *Server) verifySource(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	id, err := strconv.ParseInt(r.PathValue("source_id"), 10, 64)
+	if err != nil {
+		return failure.NotFound("source_not_found", "source not found")
+	}
+	src, err := s.kb.VerifySource(r.Context(), subject(p), r.PathValue("kb_id"), id)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, src)
+	return nil
+}

@@ -39,7 +39,7 @@ func New(d Deps) *Server {
 		Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait})}
 	if d.KBs != nil {
 		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
-			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Log: d.Log})
+			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Buckets: d.Buckets, Log: d.Log})
 	}
 	return s
 }

@@ -5,13 +5,16 @@
 // Imported by: the mains of intake, dispatcher, agent-step and tool-invoke,
 // infra/local, tests and benchmarks.
 // May import: shared/bootstrap, shared/* (never the knowledge engines or
-// shared/docparse: knowledge tools come in as arguments) and the standard library.
+// shared/docparse: knowledge tools come in as arguments), go-redis (the auth
+// cache's invalidation channel) and the standard library.
 package chat
 
 import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
@@ -78,7 +81,25 @@ func Auth(ctx context.Context, core *bootstrap.Core) (*auth.Service, error) {
 	}
 	// Login attempts per client address, counted in Redis across processes.
 	limit := ratelimit.New(core.Redis, core.Config.RedisPrefix+"login-rate:", core.Config.LoginAttemptsPerMinute, time.Minute)
-	return auth.NewService(core.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret, LoginLimiter: limit})
+	channel := core.Config.RedisPrefix + "auth-invalidate"
+	svc, err := auth.NewService(core.Pool, auth.Config{JWTSecret: jwtSecret, APIKeySecret: keySecret, LoginLimiter: limit,
+		CacheTTL: core.Config.AuthCacheTTL, Invalidations: redisInvalidations{core.Redis, channel}})
+	if err != nil || core.Config.AuthCacheTTL == 0 {
+		return svc, err
+	}
+	// Every process evicts what any process invalidates (auth/cache.go).
+	ps := core.Redis.Subscribe(ctx, channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return nil, fmt.Errorf("subscribe to auth invalidations: %w", err)
+	}
+	core.OnClose(func() { ps.Close() })
+	go func() {
+		for m := range ps.Channel() {
+			svc.Evict(m.Payload)
+		}
+	}()
+	return svc, nil
 }
 
 // modelCatalog adapts the model registry to the queue's Models.
@@ -87,4 +108,14 @@ type modelCatalog struct{ *llm.Registry }
 func (m modelCatalog) Available(spec string) error {
 	_, _, err := m.ChatModel(spec)
 	return err
+}
+
+// redisInvalidations publishes auth cache evictions on a Redis channel.
+type redisInvalidations struct {
+	rdb     *redis.Client
+	channel string
+}
+
+func (r redisInvalidations) Publish(ctx context.Context, message string) error {
+	return r.rdb.Publish(ctx, r.channel, message).Err()
 }
