@@ -21,6 +21,15 @@ tools: ## Install test tools (the AWS Lambda Runtime Interface Emulator)
 	@command -v aws-lambda-rie >/dev/null 2>&1 || test -x $(GOBIN)/aws-lambda-rie || \
 		$(GO) install github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@$(RIE_VERSION)
 
+.PHONY: mcp-test-deps
+mcp-test-deps: ## Install node (apt) and the reference MCP server the MCP tests start (npm ci in tests/mcpeverything)
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "mcp-test-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@cd tests/mcpeverything && { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
+		{ npm ci --no-audit --no-fund --loglevel=error >/dev/null && cp package-lock.json node_modules/.installed-lock; }; }
+
 .PHONY: run
 run: services ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi
@@ -30,7 +39,7 @@ run: services ## Run the whole platform in one process on PORT (default 5050)
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools mcp-test-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: bench-tools

@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
@@ -49,11 +50,10 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	kit, hub := chat.Open(core, know.Tools()...), core.NewHub()
-	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
-		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log,
-		MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, KBs: know.KBs, Retriever: know.Retriever,
-		Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors, Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken})
+	kit, hub, mcps := chat.Open(core, know.Tools()...), core.NewHub(), mcplayer.Open(core)
+	api := intake.New(intake.Deps{Auth: authSvc, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue, Runs: kit.Runs, Tools: kit.Tools, MCP: mcps,
+		Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration,
+		KBs: know.KBs, Retriever: know.Retriever, Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors, Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken})
 	go hub.Run(ctx)        //nolint:errcheck // ends with ctx
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})

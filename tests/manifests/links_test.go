@@ -18,6 +18,7 @@ var heavyPackages = []struct{ name, path string }{
 	{"minio", "github.com/minio/minio-go"},
 	{"milvus", "github.com/milvus-io"},
 	{"neo4j", "github.com/neo4j"},
+	{"mcp-sdk", "github.com/modelcontextprotocol/go-sdk"}, // MCP client sessions
 }
 
 // functionLinks is what each function binary may link of heavyPackages —
@@ -25,14 +26,16 @@ var heavyPackages = []struct{ name, path string }{
 // Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
-// engines; agent-step only offers the tools' specs to the model.
+// engines; agent-step only offers the tools' specs to the model. The MCP
+// SDK: agent-step lists an MCP server's tools when it fixes a run's tool
+// manifest, tool-invoke calls them, intake tests and lists servers.
 var functionLinks = map[string][]string{
-	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
+	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "mcp-sdk"},
 	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio"},
 	"kb-index":    {"kb", "minio"},
 	"dispatcher":  {"kb", "minio"},
-	"tool-invoke": {"kb", "minio"},
-	"agent-step":  {},
+	"tool-invoke": {"kb", "minio", "mcp-sdk"},
+	"agent-step":  {"mcp-sdk"},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {

@@ -72,6 +72,7 @@ var thirdParty = map[string][]string{
 	"golang.org/x/text encodings":         {"golang.org/x/text/encoding"},
 	"the milvus go client":                {"github.com/milvus-io/milvus/client/v2"},
 	"its proto types":                     {"github.com/milvus-io/milvus-proto/"},
+	"the mcp go sdk":                      {"github.com/modelcontextprotocol/go-sdk/"},
 }
 
 var (

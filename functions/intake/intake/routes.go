@@ -115,6 +115,9 @@ func (s *Server) Routes() []Route {
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 	}
+	if s.d.MCP != nil {
+		rs = append(rs, s.mcpRoutes()...)
+	}
 	return rs
 }
 
