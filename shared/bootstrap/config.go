@@ -105,6 +105,16 @@ type Config struct {
 	// request a user or admin can point somewhere uses Outbound().
 	OutboundAllow netguard.Allow
 
+	// Web tools (shared/webtool): web_search with Tavily or Doubao search,
+	// chosen by WEB_SEARCH_PROVIDER or by which key is set; web_fetch unless
+	// YUXI_WEB_FETCH=off. The base URLs are for tests and proxies.
+	WebSearchProvider   string // WEB_SEARCH_PROVIDER
+	TavilyAPIKey        string // TAVILY_API_KEY
+	TavilyBaseURL       string // TAVILY_BASE_URL
+	DoubaoSearchAPIKey  string // DOUBAO_SEARCH_API_KEY
+	DoubaoSearchBaseURL string // DOUBAO_SEARCH_BASE_URL
+	WebFetchOff         bool   // YUXI_WEB_FETCH=off
+
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
 	CrashAt string
@@ -153,6 +163,12 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		SourceGCSSSL:          getenv("YUXI_SOURCE_GCS_SSL") != "false",
 		NotifyToken:           getenv("YUXI_NOTIFY_TOKEN"),
 		CreateDatabase:        getenv("YUXI_CREATE_DATABASE") == "1" || getenv("YUXI_CREATE_DATABASE") == "true",
+		WebSearchProvider:     getenv("WEB_SEARCH_PROVIDER"),
+		TavilyAPIKey:          getenv("TAVILY_API_KEY"),
+		TavilyBaseURL:         getenv("TAVILY_BASE_URL"),
+		DoubaoSearchAPIKey:    getenv("DOUBAO_SEARCH_API_KEY"),
+		DoubaoSearchBaseURL:   getenv("DOUBAO_SEARCH_BASE_URL"),
+		WebFetchOff:           getenv("YUXI_WEB_FETCH") == "off",
 	}
 	var err error
 	durations := []struct {
@@ -215,6 +231,11 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 }
 
 func (c Config) validate() error {
+	switch strings.ToLower(c.WebSearchProvider) {
+	case "", "tavily", "doubao":
+	default:
+		return fmt.Errorf("WEB_SEARCH_PROVIDER=%q: want tavily or doubao", c.WebSearchProvider)
+	}
 	if _, err := url.Parse(c.DatabaseURL); err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}
