@@ -54,7 +54,7 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 	fi
 
 .PHONY: bench
-bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
+bench: services bench-tools mcp-test-deps ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
 	@status=0; $(GO) run ./tests/bench || status=$$?; \
 	(cd tests/bench/peers && $(GO) run .) || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	exit $$status

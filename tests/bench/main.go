@@ -47,12 +47,13 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "5", Name: "figure 5 (retrieval quality)", Run: figQuality},
 	{ID: "6", Name: "figure 6 (query latency)", Run: figQuery},
 	{ID: "7", Name: "figure 7 (ingestion)", Run: figIngest},
+	{ID: "13", Name: "figure 13 (MCP call through tool-invoke)", Run: figMCP},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "1,2,3,4,5,6,7", "comma-separated figures to run")
+	only := fs.String("only", "1,2,3,4,5,6,7,13", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	var soak soakConfig
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the figures, soak the platform this long (make soak: 10m) and print the slopes of what could grow")
