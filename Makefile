@@ -49,6 +49,15 @@ npm-deps: ## Install the npm packages tests use (the official openai client), an
 		fi; \
 	done
 
+.PHONY: mcp-test-deps
+mcp-test-deps: ## Install node (apt) and the reference MCP server the MCP tests start (npm ci in tests/mcpeverything)
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { \
+		sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "mcp-test-deps: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@cd tests/mcpeverything && { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
+		{ npm ci --no-audit --no-fund --loglevel=error >/dev/null && cp package-lock.json node_modules/.installed-lock; }; }
+
 .PHONY: run
 run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
@@ -58,7 +67,7 @@ run: services sandbox-tools ## Run the whole platform in one process on PORT (de
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools sandbox-tools docker-engine npm-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps mcp-test-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: fuzz
@@ -84,7 +93,7 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 	fi
 
 .PHONY: bench
-bench: services bench-tools ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
+bench: services bench-tools mcp-test-deps ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
 	@status=0; $(GO) run ./tests/bench || status=$$?; \
 	(cd tests/bench/peers && $(GO) run .) || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	exit $$status

@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
@@ -46,8 +47,10 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	}
 	kit := chat.Open(core, chat.Offered(specs...)...)
 	router := core.Router("agent-step")
+	// The MCP layer fixes each run's tools at its first step (the manifest).
+	mcps := mcplayer.Open(core)
 	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
-		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher()}, core.Log).Register(router)
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/identity"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
@@ -49,9 +50,9 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	kit, hub := chat.Open(core, know.Tools()...), core.NewHub()
+	kit, hub, mcps := chat.Open(core, know.Tools()...), core.NewHub(), mcplayer.Open(core)
 	api := intake.New(intake.Deps{Telemetry: core.Telemetry, Auth: id.Auth, Settings: id.Settings, OIDC: id.OIDC, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
-		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat,
+		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat,
 		SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: know.KBs, Retriever: know.Retriever, Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors,
 		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Evaluation: know.Evaluation(), Buckets: know.Buckets})
 	go hub.Run(ctx)        //nolint:errcheck // ends with ctx

@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
@@ -54,7 +55,8 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	}
 	kit := chat.Open(core, tools...)
 	router := core.Router("tool-invoke")
-	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher()}, core.Log).Register(router)
+	mcps := mcplayer.Open(core)
+	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher(), RunTools: mcps}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("tool-invoke")})
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/identity"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -132,8 +133,9 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		models = o.models
 	}
 	kit, k := app.Chat, app.Knowledge
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash}, core.Log)
-	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash}, core.Log)
+	mcps := mcplayer.Open(core)
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps}, core.Log)
+	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper()}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
@@ -156,7 +158,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 
 	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
-		Runs: kit.Runs, Tools: kit.Tools, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
+		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets})

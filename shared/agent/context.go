@@ -89,6 +89,9 @@ type Resolved struct {
 	Knowledges        []string `json:"knowledges"` // nil: every knowledge base the user may read
 	MaxExecutionSteps int      `json:"max_execution_steps"`
 	ModelRetryTimes   int      `json:"model_retry_times"`
+	// MCPs are the slugs of the MCP servers whose tools the agent may call
+	// (context.mcps; kept in Context.Extra, read here). Empty: none.
+	MCPs []string `json:"mcps,omitempty"`
 }
 
 // Resolve applies defaults.
@@ -111,6 +114,11 @@ func (c Context) Resolve() Resolved {
 	}
 	if c.ModelRetryTimes != nil {
 		r.ModelRetryTimes = *c.ModelRetryTimes
+	}
+	if raw, ok := c.Extra["mcps"]; ok {
+		if json.Unmarshal(raw, &r.MCPs) != nil || len(r.MCPs) == 0 {
+			r.MCPs = nil // not a list of strings, or empty: no MCP servers
+		}
 	}
 	return r
 }

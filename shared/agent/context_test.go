@@ -165,6 +165,9 @@ func TestResolveAppliesDefaults(t *testing.T) {
 	if !reflect.DeepEqual(set, want) {
 		t.Fatalf("explicit values (including empty prompt and zero retries) must win: %+v", set)
 	}
+	if r := (agent.Context{Extra: map[string]json.RawMessage{"mcps": json.RawMessage(`["everything","docs"]`)}}).Resolve(); !reflect.DeepEqual(r.MCPs, []string{"everything", "docs"}) {
+		t.Errorf("context.mcps resolved to %v", r.MCPs)
+	}
 }
 
 func TestValidate(t *testing.T) {

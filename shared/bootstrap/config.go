@@ -163,6 +163,15 @@ type Config struct {
 	SandboxURL         string
 	SandboxToken       string
 	SandboxExecTimeout time.Duration
+	// Web tools (shared/webtool): web_search with Tavily or Doubao search,
+	// chosen by WEB_SEARCH_PROVIDER or by which key is set; web_fetch unless
+	// YUXI_WEB_FETCH=off. The base URLs are for tests and proxies.
+	WebSearchProvider   string // WEB_SEARCH_PROVIDER
+	TavilyAPIKey        string // TAVILY_API_KEY
+	TavilyBaseURL       string // TAVILY_BASE_URL
+	DoubaoSearchAPIKey  string // DOUBAO_SEARCH_API_KEY
+	DoubaoSearchBaseURL string // DOUBAO_SEARCH_BASE_URL
+	WebFetchOff         bool   // YUXI_WEB_FETCH=off
 
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
@@ -225,6 +234,12 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		SandboxURL:            getenv("SANDBOX_PROVISIONER_URL"),
 		SandboxToken:          getenv("SANDBOX_PROVISIONER_TOKEN"),
 		SandboxExecTimeout:    180 * time.Second,
+		WebSearchProvider:     getenv("WEB_SEARCH_PROVIDER"),
+		TavilyAPIKey:          getenv("TAVILY_API_KEY"),
+		TavilyBaseURL:         getenv("TAVILY_BASE_URL"),
+		DoubaoSearchAPIKey:    getenv("DOUBAO_SEARCH_API_KEY"),
+		DoubaoSearchBaseURL:   getenv("DOUBAO_SEARCH_BASE_URL"),
+		WebFetchOff:           getenv("YUXI_WEB_FETCH") == "off",
 	}
 	var err error
 	durations := []struct {
@@ -323,6 +338,11 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 }
 
 func (c Config) validate() error {
+	switch strings.ToLower(c.WebSearchProvider) {
+	case "", "tavily", "doubao":
+	default:
+		return fmt.Errorf("WEB_SEARCH_PROVIDER=%q: want tavily or doubao", c.WebSearchProvider)
+	}
 	if _, err := url.Parse(c.DatabaseURL); err != nil {
 		return fmt.Errorf("DATABASE_URL: %w", err)
 	}

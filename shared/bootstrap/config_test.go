@@ -131,6 +131,7 @@ func TestLoadRejectsBadConfiguration(t *testing.T) {
 		{"body limit not a number", map[string]string{"YUXI_MAX_BODY_BYTES": "1MiB"}, "YUXI_MAX_BODY_BYTES", "1024"},
 		{"body limit too small", map[string]string{"YUXI_MAX_BODY_BYTES": "1023"}, "YUXI_MAX_BODY_BYTES", "1024"},
 		{"outbound allow-list garbage", map[string]string{"YUXI_OUTBOUND_ALLOW": "127.0.0.1/8, nonsense"}, "YUXI_OUTBOUND_ALLOW", "nonsense"},
+		{"unknown web search provider", map[string]string{"WEB_SEARCH_PROVIDER": "bing"}, "WEB_SEARCH_PROVIDER", "tavily or doubao"},
 		{"short JWT secret", map[string]string{"YUXI_JWT_SECRET": "short", "YUXI_API_KEY_SECRET": secretB}, "YUXI_JWT_SECRET", "32 bytes"},
 		{"short API key secret", map[string]string{"YUXI_JWT_SECRET": secretA, "YUXI_API_KEY_SECRET": strings.Repeat("k", 31)}, "YUXI_API_KEY_SECRET", "32 bytes"},
 		{"only JWT secret", map[string]string{"YUXI_JWT_SECRET": secretA}, "set both", ""},

@@ -20,6 +20,7 @@ var heavyPackages = []struct{ name, path string }{
 	{"neo4j", "github.com/neo4j"},
 	{"aws-sdk", "github.com/aws/aws-sdk-go-v2/service/eventbridge"},
 	{"pubsub", "cloud.google.com/go/pubsub"},
+	{"mcp-sdk", "github.com/modelcontextprotocol/go-sdk"}, // MCP client sessions
 }
 
 // functionLinks is what each function binary may link of heavyPackages —
@@ -28,7 +29,9 @@ var heavyPackages = []struct{ name, path string }{
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
 // engines; agent-step only offers the tools' specs to the model; evaluate
-// retrieves from knowledge bases.
+// retrieves from knowledge bases. The MCP SDK: agent-step lists an MCP server's
+// tools when it fixes a run's tool manifest, tool-invoke calls them, intake
+// tests and lists servers.
 //
 // Every function writes outbox rows and so relays them: each links the
 // EventBridge/SQS and Pub/Sub publishers (shared/cloudbus), chosen at start
@@ -36,12 +39,12 @@ var heavyPackages = []struct{ name, path string }{
 // uses them pays their size and their packages' initialisation (measured by
 // the cold-start bench).
 var functionLinks = map[string][]string{
-	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
+	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
 	"kb-index":    {"kb", "minio", "aws-sdk", "pubsub"},
 	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
-	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub"},
-	"agent-step":  {"aws-sdk", "pubsub"},
+	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
+	"agent-step":  {"aws-sdk", "pubsub", "mcp-sdk"},
 	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
 }
 

@@ -78,6 +78,7 @@ var thirdParty = map[string][]string{
 	"its proto types":                     {"github.com/milvus-io/milvus-proto/"},
 	"the aws sdk":                         {"github.com/aws/aws-sdk-go-v2/"},
 	"the google cloud pub/sub client":     {"cloud.google.com/go/pubsub/"},
+	"the mcp go sdk":                      {"github.com/modelcontextprotocol/go-sdk/"},
 }
 
 var (

@@ -50,8 +50,18 @@ type Tools interface {
 	Visible(configured []string) []tool.Spec
 }
 
+// RunTools fixes a run's executable tools at its first step (the run's
+// tool manifest: builtin and knowledge tools the context allows plus the
+// tools of its MCP servers) and returns them for every step.
+type RunTools interface {
+	StepSpecs(ctx context.Context, runID string, mcps []string, builtin []tool.Spec) ([]tool.Spec, error)
+}
+
 // Config tunes the handler.
 type Config struct {
+	// RunTools, when set, adds the MCP layer and the run manifest; nil: the
+	// registry's tools only.
+	RunTools   RunTools
 	WorkerID   string        // identifies this process in leases
 	Lease      time.Duration // step lease (default 60s); renewed every Lease/3 while the model streams
 	FlushEvery time.Duration // token batching interval (default 100ms)
@@ -151,7 +161,13 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_not_available", ErrorMessage: err.Error()})
 	}
-	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, s.claim.Transcript), Tools: toolSpecs(h.tools.Visible(r.Payload.Context.Tools))}
+	specs := h.tools.Visible(r.Payload.Context.Tools)
+	if h.cfg.RunTools != nil {
+		if specs, err = h.cfg.RunTools.StepSpecs(ctx, r.ID, r.Payload.Context.MCPs, specs); err != nil {
+			return fmt.Errorf("tools of run %s: %w", r.ID, err) // retried
+		}
+	}
+	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, s.claim.Transcript), Tools: toolSpecs(specs)}
 
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)

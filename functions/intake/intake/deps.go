@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
@@ -34,6 +35,8 @@ type Deps struct {
 	Queue     *queue.Service
 	Runs      *run.Store
 	Tools     *tool.Registry
+	// MCP is the MCP layer (nil: the /api/system/mcp-servers routes are not served).
+	MCP *mcp.Toolset
 	// Hub serves run and request streams; Stream writes cancel signals and end events.
 	Hub    *runstream.Hub
 	Stream *runstream.Writer

@@ -177,6 +177,9 @@ func (s *Server) Routes() []Route {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
 	}
+	if s.d.MCP != nil {
+		rs = append(rs, s.mcpRoutes()...)
+	}
 	return rs
 }
 

@@ -40,8 +40,15 @@ type Stream interface {
 	Append(ctx context.Context, runID, threadID, event string, payload any) (string, error)
 }
 
+// RunTools finds the tools of a run's manifest that are not in the
+// registry (MCP tools): false when name is not one of them.
+type RunTools interface {
+	Resolve(ctx context.Context, runID, name string) (tool.Tool, bool, error)
+}
+
 // Config tunes the handler.
 type Config struct {
+	RunTools  RunTools      // nil: registry tools only
 	Timeout   time.Duration // per tool call (default 5 min)
 	MaxOutput int           // bytes of output kept (default 256 KiB)
 	Crash     func(point string)
@@ -126,11 +133,20 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 
 func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.Result, error) {
 	t, ok := h.tools.Get(tc.Name)
+	fromManifest := false
+	if !ok && h.cfg.RunTools != nil {
+		var err error
+		if t, ok, err = h.cfg.RunTools.Resolve(ctx, r.ID, tc.Name); err != nil {
+			return tool.Result{}, err
+		}
+		fromManifest = ok
+	}
 	if !ok {
 		return tool.Errorf(fmt.Sprintf("unknown tool %q", tc.Name)), nil
 	}
-	// Authorization at the point of effect: the run's frozen tool selection.
-	if spec := t.Spec(); !spec.Base && len(r.Payload.Context.Tools) > 0 && !slices.Contains(r.Payload.Context.Tools, tc.Name) {
+	// Authorization at the point of effect: the run's frozen tool selection
+	// (a manifest tool was fixed from the run's context at its first step).
+	if spec := t.Spec(); !fromManifest && !spec.Base && len(r.Payload.Context.Tools) > 0 && !slices.Contains(r.Payload.Context.Tools, tc.Name) {
 		return tool.Errorf(fmt.Sprintf("tool %q is not enabled for this agent", tc.Name)), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)

@@ -25,6 +25,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/webtool"
 )
 
 // Kit is the run side's stores and services. Building it is cheap (no
@@ -42,7 +43,11 @@ type Kit struct {
 // specs (Offered) where they are only offered to the model.
 func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k := &Kit{}
-	k.Tools = tool.NewRegistry(append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, more...)...)
+	c := core.Config
+	web := webtool.Tools(webtool.Config{Provider: c.WebSearchProvider, TavilyKey: c.TavilyAPIKey, TavilyBaseURL: c.TavilyBaseURL,
+		DoubaoKey: c.DoubaoSearchAPIKey, DoubaoBaseURL: c.DoubaoSearchBaseURL, FetchOff: c.WebFetchOff}, c.Outbound().Client())
+	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
+	k.Tools = tool.NewRegistry(append(base, more...)...)
 	k.Runs = run.NewStore(core.Pool, core.Outbox, core.Stream, core.Log)
 	k.Agents = agent.NewStore(core.Pool, k.Tools.Has)
 	k.Threads = thread.NewStore(core.Pool)
