@@ -5,7 +5,7 @@
 //
 // Imported by: the intake main, infra/local.
 // May import: shared/bootstrap, shared/bootstrap/chat, shared/auth, shared/blob,
-// shared/oidc, shared/usersettings.
+// shared/oidc, shared/sysconfig, shared/usersettings.
 package identity
 
 import (
@@ -16,6 +16,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
+	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
@@ -24,6 +25,10 @@ type Kit struct {
 	Auth     *auth.Service
 	Settings *usersettings.Store
 	OIDC     *oidc.Service
+	// SysConfig is the system settings (/api/system/config).
+	SysConfig *sysconfig.Store
+	// Ready are the dependencies /api/system/ready checks: Postgres and Redis.
+	Ready map[string]func(context.Context) error
 }
 
 // Open builds the kit; objects stores uploaded images (nil: uploads answer 503).
@@ -37,5 +42,10 @@ func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, e
 		return Kit{}, err
 	}
 	return Kit{Auth: a, Settings: usersettings.New(core.Pool, objects),
-		OIDC: oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log})}, nil
+		OIDC:      oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log}),
+		SysConfig: sysconfig.New(core.Pool, core.Redis, core.Config.RedisPrefix),
+		Ready: map[string]func(context.Context) error{
+			"postgres": core.Pool.Ping,
+			"redis":    func(ctx context.Context) error { return core.Redis.Ping(ctx).Err() },
+		}}, nil
 }
