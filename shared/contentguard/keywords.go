@@ -3,10 +3,12 @@
 // the settings' version moves, so a change needs no restart) for user input,
 // streamed output and final output.
 //
-// This first slice is the matcher and its streaming scanner; wiring it into
-// intake and agent-step (and the optional LLM moderation) follows.
+// Served so far: the matcher, its streaming scanner and the input check at
+// intake; the streamed/final output checks in agent-step and the optional
+// LLM moderation follow.
 //
-// Imported by: tests/bench. May import: stdlib only.
+// Imported by: functions/intake, shared/bootstrap/identity, tests/bench.
+// May import: shared/failure, shared/sysconfig.
 package contentguard
 
 import (

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -46,6 +47,20 @@ func TestSystemConfigAcrossInstances(t *testing.T) {
 			t.Fatalf("instance b never saw the update: %v", cfg)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The keyword list applies to user input at intake, on the other
+	// instance too, without a restart; input without a keyword goes through.
+	userB := user.As(user.Token)
+	userB.Base = b.URL
+	th := userB.Thread()
+	body := map[string]any{"query": "tell me the FORBIDDEN thing", "agent_slug": "default-chatbot", "thread_id": th}
+	if r := userB.Do("POST", "/api/agent/runs", body); r.Status != http.StatusBadRequest || r.Code() != "content_guard_blocked" {
+		t.Fatalf("blocked input: %d %s", r.Status, r.Body)
+	}
+	b.LLM.Enqueue(llmtest.Reply{Chunks: []llmtest.Chunk{{Content: "hello"}}})
+	if got := userB.Submit(th, "hello there", nil); got["run_id"] == nil {
+		t.Fatalf("clean input refused: %v", got)
 	}
 
 	// Bad input is a coded 4xx, and a user cannot write settings.

@@ -10,6 +10,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
+	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
@@ -69,6 +70,8 @@ type Deps struct {
 	SyncWait time.Duration
 	// SysConfig is the system settings (nil: /api/system/config answers 503).
 	SysConfig *sysconfig.Store
+	// Guard refuses user input with a blocked keyword (nil: off).
+	Guard *contentguard.Guard
 	// Ready are the dependencies /api/system/ready checks, by name (built
 	// by main, so that this package holds no driver).
 	Ready map[string]func(context.Context) error
