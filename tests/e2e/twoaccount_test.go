@@ -81,6 +81,7 @@ var unscopedParams = map[string]string{
 	"backend_id": "names code (the chatbot backend), the same for every user",
 	"uid":        "a candidate login id: check-uid answers only whether it is taken, as the original",
 	"image_key":  "an uploaded image's unguessable key (128 random bits), the capability <img> tags use",
+	"key":        "a system setting name (/api/system/config/options/{key}): settings are instance-wide, the Admin role is the check",
 }
 
 // checkParam is the path parameter each resource check is about; the route
@@ -597,7 +598,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		if rt.Access == intake.Public {
 			continue
 		}
-		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice"}
+		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model"}
 		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs} {
 			maps.Copy(all, m)
 		}

@@ -92,7 +92,13 @@ type Local struct {
 // StartLocal runs the platform in-process on a free port until t ends.
 func StartLocal(t testing.TB, extra Env, opts ...local.Option) *Local {
 	t.Helper()
-	st := NewStack(t)
+	return StartLocalOn(t, NewStack(t), extra, opts...)
+}
+
+// StartLocalOn runs another platform process on an existing stack (the same
+// database, Redis and model server): two instances behind one load balancer.
+func StartLocalOn(t testing.TB, st Stack, extra Env, opts ...local.Option) *Local {
+	t.Helper()
 	env := st.Env(extra)
 	cfg, err := bootstrap.Load(env.Getenv, env.List(), "0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
+	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
@@ -19,6 +20,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -71,6 +73,17 @@ type Deps struct {
 	// SyncWait bounds the blocking invocation routes (agent-call sync,
 	// eval/runs, non-streaming /v1/chat/completions); default 300s.
 	SyncWait time.Duration
+	// SysConfig is the system settings (nil: /api/system/config answers 503).
+	SysConfig *sysconfig.Store
+	// Guard refuses user input with a blocked keyword (nil: off).
+	Guard *contentguard.Guard
+	// Ready are the dependencies /api/system/ready checks, by name (built
+	// by main, so that this package holds no driver).
+	Ready map[string]func(context.Context) error
+	// Info is /api/system/info (nil: the default branding).
+	Info map[string]any
+	// OCREngine names the configured OCR engine (empty: none).
+	OCREngine string
 }
 
 // MarkdownParser parses a document to Markdown.

@@ -73,6 +73,17 @@ func (rt Route) Pattern() string { return rt.Method + " " + rt.Path }
 func (s *Server) Routes() []Route {
 	rs := []Route{
 		{"GET", "/api/system/health", Public, NoCheck, s.health},
+		// System (routes_system.go).
+		{"GET", "/api/system/ready", Public, NoCheck, s.ready},
+		{"GET", "/api/system/discovery", Public, NoCheck, s.discovery},
+		{"GET", "/api/system/config", User, NoCheck, s.getConfig},
+		{"POST", "/api/system/config", Admin, NoCheck, s.updateConfigSingle},
+		{"POST", "/api/system/config/update", Admin, NoCheck, s.updateConfigBatch},
+		{"GET", "/api/system/config/options", Admin, NoCheck, s.configOptions},
+		{"PUT", "/api/system/config/options/{key}", Admin, NoCheck, s.putConfigOption},
+		{"GET", "/api/system/info", Public, NoCheck, s.info},
+		{"POST", "/api/system/info/reload", Admin, NoCheck, s.reloadInfo},
+		{"GET", "/api/system/ocr/options", User, NoCheck, s.ocrOptions},
 
 		// Auth and users (routes_auth.go).
 		{"GET", "/api/auth/check-first-run", Public, NoCheck, s.checkFirstRun},

@@ -62,6 +62,9 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
+	if err := s.d.Guard.CheckInput(r.Context(), in.Query); err != nil {
+		return err
+	}
 	out, err := s.d.Queue.Submit(r.Context(), queue.Submission{Subject: subject(p), Query: in.Query, AgentSlug: in.AgentSlug,
 		ThreadID: in.ThreadID, RequestID: requestID, ImageContent: in.ImageContent, ModelSpec: in.ModelSpec, QueuePolicy: in.QueuePolicy,
 		ToolApprovalMode: in.ToolApproval})

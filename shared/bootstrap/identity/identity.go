@@ -5,7 +5,7 @@
 //
 // Imported by: the intake main, infra/local.
 // May import: shared/bootstrap, shared/bootstrap/chat, shared/auth, shared/blob,
-// shared/oidc, shared/usersettings.
+// shared/contentguard, shared/oidc, shared/sysconfig, shared/usersettings.
 package identity
 
 import (
@@ -15,7 +15,9 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
+	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
@@ -24,6 +26,12 @@ type Kit struct {
 	Auth     *auth.Service
 	Settings *usersettings.Store
 	OIDC     *oidc.Service
+	// SysConfig is the system settings (/api/system/config).
+	SysConfig *sysconfig.Store
+	// Guard is the content guard over SysConfig's keyword list.
+	Guard *contentguard.Guard
+	// Ready are the dependencies /api/system/ready checks: Postgres and Redis.
+	Ready map[string]func(context.Context) error
 }
 
 // Open builds the kit; objects stores uploaded images (nil: uploads answer 503).
@@ -36,6 +44,13 @@ func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, e
 	if err != nil {
 		return Kit{}, err
 	}
+	sys := sysconfig.New(core.Pool, core.Redis, core.Config.RedisPrefix)
 	return Kit{Auth: a, Settings: usersettings.New(core.Pool, objects),
-		OIDC: oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log})}, nil
+		OIDC:      oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log}),
+		SysConfig: sys,
+		Guard:     contentguard.New(sys),
+		Ready: map[string]func(context.Context) error{
+			"postgres": core.Pool.Ping,
+			"redis":    func(ctx context.Context) error { return core.Redis.Ping(ctx).Err() },
+		}}, nil
 }

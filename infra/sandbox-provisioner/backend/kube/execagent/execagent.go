@@ -146,7 +146,20 @@ func (h *Handler) Run(ctx context.Context, req Request) (Response, error) {
 	// once the command itself has exited.
 	cmd.WaitDelay = 500 * time.Millisecond
 	if err := cmd.Start(); err != nil {
-		return Response{}, fmt.Errorf("start: %w", err)
+		if !errors.Is(err, syscall.EAGAIN) {
+			return Response{}, fmt.Errorf("start: %w", err)
+		}
+		// The sandbox is full (a fork bomb that escaped its process group):
+		// clear every process this agent may signal but itself, then try once more.
+		_ = syscall.Kill(-1, syscall.SIGKILL)
+		time.Sleep(100 * time.Millisecond)
+		retry := exec.Command(cmd.Path, cmd.Args[1:]...)
+		retry.Dir, retry.Env, retry.Stdout, retry.Stderr = cmd.Dir, cmd.Env, out, out
+		retry.SysProcAttr, retry.WaitDelay = cmd.SysProcAttr, cmd.WaitDelay
+		if err := retry.Start(); err != nil {
+			return Response{}, fmt.Errorf("start: %w", err)
+		}
+		cmd = retry
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -164,9 +177,12 @@ func (h *Handler) Run(ctx context.Context, req Request) (Response, error) {
 		// The whole group: background children the command started go too.
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		err = <-done
+	} else {
+		// A command's background children end with it, as in the bwrap
+		// backend (--die-with-parent): a fork bomb that returned at once
+		// must not keep the sandbox full for the next command.
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	}
-	// A command that exited leaves its background children running
-	// (daemons the user started on purpose) until the pod goes.
 	res := Response{ExitCode: 0, TimedOut: timedOut}
 	res.Output, res.Truncated = out.bytes()
 	var ee *exec.ExitError
