@@ -15,8 +15,13 @@
 // some chunk mentions it: removing a file's chunks removes their mentions and
 // then only the entities and relations nothing else mentions.
 //
-// Imported by: shared/graph/graphtest and tests. May import: shared/postgres,
-// pgx and the standard library.
+// Extractor (extract.go) fills the graph from chunks with a chat model:
+// fixed prompt plus the knowledge base's entity/relation schema, bounded
+// concurrency, per-chunk progress in graph_chunk_extractions (migration
+// 0061), so redelivery and re-indexing extract only chunks not yet done.
+//
+// Imported by: shared/graph/graphtest and tests. May import: shared/llm,
+// shared/postgres, pgx and the standard library.
 package graph
 
 import (
