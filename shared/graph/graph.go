@@ -20,7 +20,11 @@
 // concurrency, per-chunk progress in graph_chunk_extractions (migration
 // 0061), so redelivery and re-indexing extract only chunks not yet done.
 //
-// Imported by: shared/graph/graphtest and tests. May import: shared/llm,
+// Service (service.go) is the use cases of the /api/graph/* routes; it
+// checks read access through the knowledge-base library before any read.
+//
+// Imported by: functions/intake, infra/local, shared/graph/graphtest and
+// tests. May import: shared/access, shared/failure, shared/kb, shared/llm,
 // shared/postgres, pgx and the standard library.
 package graph
 

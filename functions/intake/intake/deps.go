@@ -12,6 +12,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
+	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -41,7 +42,10 @@ type Deps struct {
 	// MaxBodyBytes bounds every request body (default 1 MiB); larger bodies get 413.
 	MaxBodyBytes int64
 	// Knowledge bases (nil KBs: the knowledge routes are not served).
-	KBs       *kb.Store
+	KBs *kb.Store
+	// Graph is the knowledge-graph engine of the /api/graph/* routes (nil:
+	// they answer 404 graph_unavailable).
+	Graph     graph.Engine
 	Retriever *kb.Retriever
 	Blob      blob.Store
 	Keyword   kb.KeywordIndex
