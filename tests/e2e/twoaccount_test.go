@@ -281,6 +281,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		intake.ManageDataset:  knowledge(kbReader),
 		intake.ReadSchedule:   knowledge(kbReader),
 		intake.ManageSchedule: knowledge(kbReader),
+		intake.ReadKBQuery:    graphQuery(knowledge(kbReader), kbID),
 		intake.NotifyToken: {status: []int{401}, codeOK: func(code string) bool { return code == "invalid_notify_token" },
 			callers: []caller{{"anonymous", bob.As(""), false}, {"a user's bearer token", bob, false}},
 			call: map[string][]func(c *testkit.Client) testkit.Response{"POST /api/knowledge/notifications": {
@@ -686,4 +687,16 @@ func TestTwoAccountSuite(t *testing.T) {
 	if after := ownerView(); after != viewBefore {
 		t.Errorf("A's view of its resources changed:\nbefore:\n%safter:\n%s", viewBefore, after)
 	}
+}
+
+// graphQuery is the fixture of the ?kb_id= routes (/api/graph/*): each is
+// called with A's knowledge base in the query.
+func graphQuery(f fixture, kbID string) fixture {
+	f.call = map[string][]func(c *testkit.Client) testkit.Response{}
+	for _, p := range []string{"/api/graph/subgraph", "/api/graph/labels", "/api/graph/stats"} {
+		f.call["GET "+p] = []func(c *testkit.Client) testkit.Response{
+			func(c *testkit.Client) testkit.Response { return c.Do("GET", p+"?kb_id="+kbID, nil) },
+		}
+	}
+	return f
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
+	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
@@ -46,7 +47,10 @@ type Deps struct {
 	// MaxBodyBytes bounds every request body (default 1 MiB); larger bodies get 413.
 	MaxBodyBytes int64
 	// Knowledge bases (nil KBs: the knowledge routes are not served).
-	KBs       *kb.Store
+	KBs *kb.Store
+	// Graph is the knowledge-graph engine of the /api/graph/* routes (nil:
+	// they answer 404 graph_unavailable).
+	Graph     graph.Engine
 	Retriever *kb.Retriever
 	Blob      blob.Store
 	Keyword   kb.KeywordIndex

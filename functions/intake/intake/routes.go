@@ -27,15 +27,18 @@ const (
 type Check string
 
 const (
-	NoCheck      Check = ""
-	OwnThread    Check = "thread_owner"  // {thread_id} belongs to the caller
-	OwnRun       Check = "run_owner"     // {run_id} belongs to the caller
-	OwnRequest   Check = "request_owner" // {request_id} belongs to the caller
-	OwnAPIKey    Check = "api_key_owner" // {api_key_id} belongs to the caller (a superadmin reaches every key)
-	ReadAgent    Check = "agent_read"    // {agent_id} is visible to the caller
-	ManageAgent  Check = "agent_manage"  // {agent_id} may be changed by the caller
-	ReadKB       Check = "kb_read"       // {kb_id} is shared with the caller
-	ManageKB     Check = "kb_manage"     // {kb_id} may be managed by the caller
+	NoCheck     Check = ""
+	OwnThread   Check = "thread_owner"  // {thread_id} belongs to the caller
+	OwnRun      Check = "run_owner"     // {run_id} belongs to the caller
+	OwnRequest  Check = "request_owner" // {request_id} belongs to the caller
+	OwnAPIKey   Check = "api_key_owner" // {api_key_id} belongs to the caller (a superadmin reaches every key)
+	ReadAgent   Check = "agent_read"    // {agent_id} is visible to the caller
+	ManageAgent Check = "agent_manage"  // {agent_id} may be changed by the caller
+	ReadKB      Check = "kb_read"       // {kb_id} is shared with the caller
+	ManageKB    Check = "kb_manage"     // {kb_id} may be managed by the caller
+	// ReadKBQuery: the knowledge base named by ?kb_id= is shared with the
+	// caller (the original's /api/graph/* routes take it as a query parameter).
+	ReadKBQuery  Check = "kb_read_query"
 	NotifyToken  Check = "notify_token"  // the bucket-notification shared secret
 	AgentsInBody Check = "agent_in_body" // the agent (and thread) named in the body are the caller's
 	ManageUser   Check = "user_manage"   // {user_id} is managed by the caller (an admin: users of its department)
@@ -202,6 +205,10 @@ func (s *Server) Routes() []Route {
 func (s *Server) knowledgeRoutes() []Route {
 	return []Route{
 		{"GET", "/api/knowledge/databases", Admin, NoCheck, s.listKBs},
+		{"GET", "/api/graph/list", Admin, NoCheck, s.listGraphs},
+		{"GET", "/api/graph/subgraph", Admin, ReadKBQuery, s.graphSubgraph},
+		{"GET", "/api/graph/labels", Admin, ReadKBQuery, s.graphLabels},
+		{"GET", "/api/graph/stats", Admin, ReadKBQuery, s.graphStats},
 		{"POST", "/api/knowledge/databases", Admin, NoCheck, s.createKB},
 		{"GET", "/api/knowledge/databases/accessible", User, NoCheck, s.accessibleKBs},
 		{"GET", "/api/knowledge/databases/{kb_id}", Admin, ReadKB, s.getKB},

@@ -9,10 +9,13 @@
 package intake
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 
+	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 )
@@ -23,6 +26,8 @@ type Server struct {
 	log *slog.Logger
 	// kb runs the knowledge routes' use cases (nil when d.KBs is).
 	kb *kb.Library
+	// graph runs the /api/graph/* use cases (nil: not configured).
+	graph *graph.Service
 	// inv runs the invocation routes' use cases (agent-call, channels, eval, /v1).
 	inv *invoke.Service
 }
@@ -40,6 +45,9 @@ func New(d Deps) *Server {
 	if d.KBs != nil {
 		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
 			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Buckets: d.Buckets, Log: d.Log})
+		if d.Graph != nil {
+			s.graph = &graph.Service{Engine: d.Graph, KBs: kbAccess{lib: s.kb, store: d.KBs}}
+		}
 	}
 	return s
 }
@@ -47,4 +55,18 @@ func New(d Deps) *Server {
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	return nil
+}
+
+// kbAccess joins the library's read check and the store's list for graph.Service.
+type kbAccess struct {
+	lib   *kb.Library
+	store *kb.Store
+}
+
+func (a kbAccess) KB(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error) {
+	return a.lib.KB(ctx, sub, kbID)
+}
+
+func (a kbAccess) List(ctx context.Context, sub access.Subject) ([]kb.KB, error) {
+	return a.store.List(ctx, sub)
 }

@@ -1,0 +1,218 @@
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/llm"
+)
+
+// Model is what extraction needs of a chat model (llm.ChatModel).
+type Model interface {
+	Stream(ctx context.Context, req llm.Request, onDelta func(llm.Delta) error) (llm.Response, error)
+}
+
+// Schema is a knowledge base's extraction schema: the entity and relation
+// types the model is asked to use (empty: any).
+type Schema struct {
+	EntityTypes   []string `json:"entity_types"`
+	RelationTypes []string `json:"relation_types"`
+}
+
+// ChunkText is a chunk to extract from.
+type ChunkText struct {
+	ID      string
+	Content string
+}
+
+// Prompt is the fixed system prompt of extraction.
+const Prompt = `You extract a knowledge graph from one text chunk.
+Return only a JSON object: {"entities":[{"name":"…","type":"…","description":"…"}],"relations":[{"source":"entity name","target":"entity name","type":"…","description":"…"}]}.
+Use the entity and relation types listed by the user when given; name entities as they appear in the text; relations connect listed entities. Return {"entities":[],"relations":[]} when the chunk states no facts.`
+
+// Extractor extracts the graph of a file's chunks with a model and writes
+// it to an engine, recording per-chunk progress in Postgres
+// (graph_chunk_extractions, owned here).
+type Extractor struct {
+	pool   *pgxpool.Pool
+	engine Engine
+}
+
+// NewExtractor returns an extractor writing to engine, its progress in pool.
+func NewExtractor(pool *pgxpool.Pool, engine Engine) *Extractor {
+	return &Extractor{pool: pool, engine: engine}
+}
+
+// ExtractResult counts what ExtractFile did.
+type ExtractResult struct {
+	Extracted int // chunks extracted now
+	Skipped   int // chunks whose content was already extracted
+	Removed   int // chunks of the file that no longer exist (their graph removed)
+	Failed    int // chunks whose extraction failed this time
+}
+
+// ExtractFile brings the graph of file fileID up to date with chunks (the
+// file's current chunks; their ids are content-addressed): chunks already
+// extracted are skipped, chunks the file no longer has lose their mentions,
+// and the rest are extracted by model, at most concurrency at a time, each
+// written to the engine and then marked done. It is idempotent and
+// resumable: after a crash or a redelivery only chunks not marked done are
+// extracted again (an extraction written but not yet marked is written
+// again, with the same ids). A chunk that fails is recorded with its error
+// and ExtractFile returns an error naming how many failed, so the caller's
+// delivery is retried; done chunks are kept.
+func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks []ChunkText, schema Schema, model Model, modelID string, concurrency int) (ExtractResult, error) {
+	var res ExtractResult
+	if concurrency <= 0 {
+		concurrency = 4
+	}
+	ids := make([]string, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	rows, err := x.pool.Query(ctx, `SELECT chunk_id, status FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = $2`, kbID, fileID)
+	if err != nil {
+		return res, fmt.Errorf("load extraction progress: %w", err)
+	}
+	done := map[string]bool{}
+	var stale []string
+	current := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		current[id] = true
+	}
+	for rows.Next() {
+		var id, status string
+		if err := rows.Scan(&id, &status); err != nil {
+			rows.Close()
+			return res, err
+		}
+		if !current[id] {
+			stale = append(stale, id)
+		} else if status == "done" {
+			done[id] = true
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, err
+	}
+	if len(stale) > 0 {
+		if err := x.engine.RemoveChunks(ctx, kbID, stale); err != nil {
+			return res, err
+		}
+		if _, err := x.pool.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1 AND chunk_id = ANY($2)`, kbID, stale); err != nil {
+			return res, err
+		}
+		res.Removed = len(stale)
+	}
+	var todo []ChunkText
+	for _, c := range chunks {
+		if done[c.ID] {
+			res.Skipped++
+		} else {
+			todo = append(todo, c)
+		}
+	}
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		sem   = make(chan struct{}, concurrency)
+		fatal error
+	)
+	for _, c := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(c ChunkText) {
+			defer func() { <-sem; wg.Done() }()
+			err := x.extractChunk(ctx, kbID, fileID, c, schema, model, modelID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				res.Extracted++
+				return
+			}
+			res.Failed++
+			if _, rerr := x.pool.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status, error)
+				VALUES ($1, $2, $3, 'failed', $4)
+				ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'failed', attempts = graph_chunk_extractions.attempts + 1,
+				error = EXCLUDED.error, updated_at = now()`, kbID, c.ID, fileID, clip(err.Error())); rerr != nil && fatal == nil {
+				fatal = rerr
+			}
+		}(c)
+	}
+	wg.Wait()
+	if fatal != nil {
+		return res, fatal
+	}
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if res.Failed > 0 {
+		return res, fmt.Errorf("graph extraction of file %s: %d of %d chunks failed", fileID, res.Failed, len(todo))
+	}
+	return res, nil
+}
+
+func (x *Extractor) extractChunk(ctx context.Context, kbID, fileID string, c ChunkText, schema Schema, model Model, modelID string) error {
+	var user strings.Builder
+	if len(schema.EntityTypes) > 0 {
+		fmt.Fprintf(&user, "Entity types: %s\n", strings.Join(schema.EntityTypes, ", "))
+	}
+	if len(schema.RelationTypes) > 0 {
+		fmt.Fprintf(&user, "Relation types: %s\n", strings.Join(schema.RelationTypes, ", "))
+	}
+	fmt.Fprintf(&user, "Text:\n%s", c.Content)
+	resp, err := model.Stream(ctx, llm.Request{Model: modelID, Messages: []llm.Message{
+		{Role: llm.RoleSystem, Content: Prompt},
+		{Role: llm.RoleUser, Content: user.String()},
+	}}, func(llm.Delta) error { return nil })
+	if err != nil {
+		return fmt.Errorf("extract chunk %s: %w", c.ID, err)
+	}
+	ex, err := ParseExtraction(resp.Content)
+	if err != nil {
+		return fmt.Errorf("extract chunk %s: %w", c.ID, err)
+	}
+	if err := x.engine.WriteChunks(ctx, kbID, []ChunkGraph{Build(c.ID, fileID, ex)}); err != nil {
+		return err
+	}
+	_, err = x.pool.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status)
+		VALUES ($1, $2, $3, 'done')
+		ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'done', error = '', updated_at = now()`, kbID, c.ID, fileID)
+	return err
+}
+
+// ErrBadExtraction: the model's reply is not the JSON object asked for.
+var ErrBadExtraction = errors.New("the model did not return an extraction object")
+
+// ParseExtraction reads a model reply: a JSON object, possibly inside a
+// Markdown code fence or surrounded by prose.
+func ParseExtraction(reply string) (Extracted, error) {
+	var x Extracted
+	s := strings.TrimSpace(reply)
+	if i, j := strings.Index(s, "{"), strings.LastIndex(s, "}"); i >= 0 && j > i {
+		s = s[i : j+1]
+	} else {
+		return x, ErrBadExtraction
+	}
+	if err := json.Unmarshal([]byte(s), &x); err != nil {
+		return x, fmt.Errorf("%w: %v", ErrBadExtraction, err)
+	}
+	return x, nil
+}
+
+func clip(s string) string {
+	if len(s) > 500 {
+		return s[:500]
+	}
+	return s
+}

@@ -1,0 +1,424 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
+)
+
+// Postgres is the embedded engine: the tables of migration 0060_graph.sql.
+//
+// Writes to one knowledge base's graph are serialised by a transaction-scoped
+// advisory lock on the kb id: a write removes entities nothing mentions, and
+// without the lock it could remove one a concurrent write is about to
+// mention. Writers batch many chunks per call, so the lock is taken once per
+// batch, not per chunk.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+// NewPostgres returns the engine over pool.
+func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
+
+var _ Engine = (*Postgres)(nil)
+
+func lockKB(ctx context.Context, tx pgx.Tx, kbID string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended('graph:' || $1, 0))`, kbID)
+	return err
+}
+
+// WriteChunks implements Engine.
+func (p *Postgres) WriteChunks(ctx context.Context, kbID string, chunks []ChunkGraph) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	var (
+		chunkIDs                         []string
+		eIDs, eNames, eLabels, eDescs    []string
+		rIDs, rSrc, rDst, rTypes, rDescs []string
+		emChunk, emEntity, emFile        []string
+		rmChunk, rmRel, rmFile           []string
+	)
+	seenE, seenR := map[string]bool{}, map[string]bool{}
+	for _, c := range chunks {
+		chunkIDs = append(chunkIDs, c.ChunkID)
+		mine := map[string]bool{}
+		for _, e := range c.Entities {
+			if e.ID == "" || mine[e.ID] {
+				continue
+			}
+			mine[e.ID] = true
+			emChunk, emEntity, emFile = append(emChunk, c.ChunkID), append(emEntity, e.ID), append(emFile, c.FileID)
+			if !seenE[e.ID] {
+				seenE[e.ID] = true
+				eIDs, eNames, eLabels, eDescs = append(eIDs, e.ID), append(eNames, e.Name), append(eLabels, e.Label), append(eDescs, e.Description)
+			}
+		}
+		mineR := map[string]bool{}
+		for _, r := range c.Relations {
+			if !mine[r.Source] || !mine[r.Target] {
+				return fmt.Errorf("chunk %s: relation %s names an entity the chunk does not list", c.ChunkID, r.ID)
+			}
+			if mineR[r.ID] {
+				continue
+			}
+			mineR[r.ID] = true
+			rmChunk, rmRel, rmFile = append(rmChunk, c.ChunkID), append(rmRel, r.ID), append(rmFile, c.FileID)
+			if !seenR[r.ID] {
+				seenR[r.ID] = true
+				rIDs, rSrc, rDst, rTypes, rDescs = append(rIDs, r.ID), append(rSrc, r.Source), append(rDst, r.Target), append(rTypes, r.Type), append(rDescs, r.Description)
+			}
+		}
+	}
+	return postgres.Tx(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		ents, rels, err := dropMentions(ctx, tx, kbID, `chunk_id = ANY($2)`, chunkIDs)
+		if err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		b.Queue(`INSERT INTO graph_entities (kb_id, entity_id, name, label, description)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
+			ON CONFLICT (kb_id, entity_id) DO UPDATE SET description = EXCLUDED.description
+			WHERE graph_entities.description = '' AND EXCLUDED.description <> ''`,
+			kbID, eIDs, eNames, eLabels, eDescs)
+		b.Queue(`INSERT INTO graph_relations (kb_id, relation_id, source_id, target_id, type, description)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
+			ON CONFLICT (kb_id, relation_id) DO UPDATE SET description = EXCLUDED.description
+			WHERE graph_relations.description = '' AND EXCLUDED.description <> ''`,
+			kbID, rIDs, rSrc, rDst, rTypes, rDescs)
+		b.Queue(`INSERT INTO graph_entity_mentions (kb_id, chunk_id, entity_id, file_id)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
+			kbID, emChunk, emEntity, emFile)
+		b.Queue(`INSERT INTO graph_relation_mentions (kb_id, chunk_id, relation_id, file_id)
+			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
+			kbID, rmChunk, rmRel, rmFile)
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("write graph chunks: %w", err)
+		}
+		return collect(ctx, tx, kbID, ents, rels)
+	})
+}
+
+// dropMentions deletes the mentions matching where ($1 = kb id, $2 = arg)
+// and returns the entities and relations they named.
+func dropMentions(ctx context.Context, tx pgx.Tx, kbID, where string, arg any) (ents, rels []string, err error) {
+	rows, err := tx.Query(ctx, `DELETE FROM graph_entity_mentions WHERE kb_id = $1 AND `+where+` RETURNING entity_id`, kbID, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ents, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return nil, nil, err
+	}
+	rows, err = tx.Query(ctx, `DELETE FROM graph_relation_mentions WHERE kb_id = $1 AND `+where+` RETURNING relation_id`, kbID, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rels, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+		return nil, nil, err
+	}
+	return ents, rels, nil
+}
+
+// collect removes, among the given entities and relations, those nothing
+// mentions any more (and relations left without an endpoint).
+func collect(ctx context.Context, tx pgx.Tx, kbID string, ents, rels []string) error {
+	if len(rels) > 0 {
+		if _, err := tx.Exec(ctx, `DELETE FROM graph_relations r WHERE r.kb_id = $1 AND r.relation_id = ANY($2)
+			AND NOT EXISTS (SELECT 1 FROM graph_relation_mentions m WHERE m.kb_id = $1 AND m.relation_id = r.relation_id)`,
+			kbID, uniq(rels)); err != nil {
+			return fmt.Errorf("collect relations: %w", err)
+		}
+	}
+	if len(ents) > 0 {
+		gone, err := tx.Query(ctx, `DELETE FROM graph_entities e WHERE e.kb_id = $1 AND e.entity_id = ANY($2)
+			AND NOT EXISTS (SELECT 1 FROM graph_entity_mentions m WHERE m.kb_id = $1 AND m.entity_id = e.entity_id)
+			RETURNING entity_id`, kbID, uniq(ents))
+		if err != nil {
+			return fmt.Errorf("collect entities: %w", err)
+		}
+		ids, err := pgx.CollectRows(gone, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		// A relation is mentioned only with both its endpoints, so none
+		// should remain; this keeps the graph closed if one does.
+		if len(ids) > 0 {
+			if _, err := tx.Exec(ctx, `DELETE FROM graph_relations WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))`, kbID, ids); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func uniq(s []string) []string {
+	seen := make(map[string]bool, len(s))
+	out := s[:0:0]
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// RemoveChunks implements Engine.
+func (p *Postgres) RemoveChunks(ctx context.Context, kbID string, chunkIDs []string) error {
+	if len(chunkIDs) == 0 {
+		return nil
+	}
+	return p.remove(ctx, kbID, `chunk_id = ANY($2)`, chunkIDs)
+}
+
+// DeleteFile implements Engine.
+func (p *Postgres) DeleteFile(ctx context.Context, kbID, fileID string) error {
+	return p.remove(ctx, kbID, `file_id = $2`, fileID)
+}
+
+func (p *Postgres) remove(ctx context.Context, kbID, where string, arg any) error {
+	return postgres.Tx(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		ents, rels, err := dropMentions(ctx, tx, kbID, where, arg)
+		if err != nil {
+			return err
+		}
+		return collect(ctx, tx, kbID, ents, rels)
+	})
+}
+
+// DeleteKB implements Engine.
+func (p *Postgres) DeleteKB(ctx context.Context, kbID string) error {
+	return postgres.Tx(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		for _, t := range []string{"graph_entity_mentions", "graph_relation_mentions", "graph_relations", "graph_entities"} {
+			if _, err := tx.Exec(ctx, `DELETE FROM `+t+` WHERE kb_id = $1`, kbID); err != nil {
+				return fmt.Errorf("delete %s: %w", t, err)
+			}
+		}
+		return nil
+	})
+}
+
+// Expand implements Engine: one indexed query per hop (relations touching
+// the frontier, by the source and target indexes), then one for the
+// entities.
+func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
+	lim = lim.norm()
+	var sg Subgraph
+	if len(seeds) == 0 {
+		return sg, nil
+	}
+	order := []string{}
+	in := map[string]bool{}
+	for _, s := range uniq(seeds) {
+		if len(order) >= lim.MaxNodes {
+			sg.Truncated = true
+			break
+		}
+		in[s] = true
+		order = append(order, s)
+	}
+	// Only existing seeds count; load them first so unknown ids fall out.
+	ents, err := p.entities(ctx, kbID, order)
+	if err != nil {
+		return sg, err
+	}
+	order = order[:0]
+	in = map[string]bool{}
+	for _, e := range ents {
+		in[e.ID] = true
+		order = append(order, e.ID)
+	}
+	rels := map[string]Relation{}
+	frontier := append([]string(nil), order...)
+	for hop := 0; hop < depth && len(frontier) > 0 && !sg.Truncated; hop++ {
+		rows, err := p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
+			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+			ORDER BY relation_id`, kbID, frontier)
+		if err != nil {
+			return sg, fmt.Errorf("expand: %w", err)
+		}
+		found, err := pgx.CollectRows(rows, scanRelation)
+		if err != nil {
+			return sg, err
+		}
+		var next []string
+		for _, r := range found {
+			for _, end := range []string{r.Source, r.Target} {
+				if in[end] {
+					continue
+				}
+				if len(order) >= lim.MaxNodes {
+					sg.Truncated = true
+					continue
+				}
+				in[end] = true
+				order = append(order, end)
+				next = append(next, end)
+			}
+			if in[r.Source] && in[r.Target] {
+				rels[r.ID] = r
+			}
+		}
+		frontier = next
+	}
+	if len(order) > len(ents) {
+		more, err := p.entities(ctx, kbID, order[len(ents):])
+		if err != nil {
+			return sg, err
+		}
+		ents = append(ents, more...)
+	}
+	byID := make(map[string]Entity, len(ents))
+	for _, e := range ents {
+		byID[e.ID] = e
+	}
+	for _, id := range order {
+		if e, ok := byID[id]; ok {
+			sg.Entities = append(sg.Entities, e)
+		}
+	}
+	ids := make([]string, 0, len(rels))
+	for id := range rels {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		if len(sg.Relations) >= lim.MaxEdges {
+			sg.Truncated = true
+			break
+		}
+		sg.Relations = append(sg.Relations, rels[id])
+	}
+	return sg, nil
+}
+
+func scanRelation(row pgx.CollectableRow) (Relation, error) {
+	var r Relation
+	err := row.Scan(&r.ID, &r.Source, &r.Target, &r.Type, &r.Description)
+	return r, err
+}
+
+func scanEntity(row pgx.CollectableRow) (Entity, error) {
+	var e Entity
+	err := row.Scan(&e.ID, &e.Name, &e.Label, &e.Description)
+	return e, err
+}
+
+// entities loads entities by id, in the order given (missing ids skipped).
+func (p *Postgres) entities(ctx context.Context, kbID string, ids []string) ([]Entity, error) {
+	rows, err := p.pool.Query(ctx, `SELECT e.entity_id, e.name, e.label, e.description
+		FROM unnest($2::text[]) WITH ORDINALITY AS want(id, n)
+		JOIN graph_entities e ON e.kb_id = $1 AND e.entity_id = want.id ORDER BY want.n`, kbID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("load entities: %w", err)
+	}
+	return pgx.CollectRows(rows, scanEntity)
+}
+
+// FindEntities implements Engine.
+func (p *Postgres) FindEntities(ctx context.Context, kbID, prefix string, limit int) ([]Entity, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	prefix = strings.TrimSpace(prefix)
+	var rows pgx.Rows
+	var err error
+	if prefix == "" || prefix == "*" {
+		rows, err = p.pool.Query(ctx, `SELECT e.entity_id, e.name, e.label, e.description FROM graph_entities e
+			LEFT JOIN LATERAL (SELECT count(*) AS n FROM graph_entity_mentions m WHERE m.kb_id = $1 AND m.entity_id = e.entity_id) c ON true
+			WHERE e.kb_id = $1 ORDER BY c.n DESC, e.entity_id LIMIT $2`, kbID, limit)
+	} else {
+		like := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(strings.ToLower(prefix)) + "%"
+		rows, err = p.pool.Query(ctx, `SELECT e.entity_id, e.name, e.label, e.description FROM graph_entities e
+			LEFT JOIN LATERAL (SELECT count(*) AS n FROM graph_entity_mentions m WHERE m.kb_id = $1 AND m.entity_id = e.entity_id) c ON true
+			WHERE e.kb_id = $1 AND (lower(e.name) LIKE $2 OR e.label = $3) ORDER BY c.n DESC, e.entity_id LIMIT $4`, kbID, like, prefix, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find entities: %w", err)
+	}
+	return pgx.CollectRows(rows, scanEntity)
+}
+
+func (p *Postgres) pairs(ctx context.Context, sql string, args ...any) (map[string][]string, error) {
+	rows, err := p.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string][]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = append(out[k], v)
+	}
+	return out, rows.Err()
+}
+
+// Mentions implements Engine.
+func (p *Postgres) Mentions(ctx context.Context, kbID string, entityIDs []string) (map[string][]string, error) {
+	return p.pairs(ctx, `SELECT entity_id, chunk_id FROM graph_entity_mentions WHERE kb_id = $1 AND entity_id = ANY($2)
+		ORDER BY entity_id, chunk_id`, kbID, entityIDs)
+}
+
+// ChunkEntities implements Engine.
+func (p *Postgres) ChunkEntities(ctx context.Context, kbID string, chunkIDs []string) (map[string][]string, error) {
+	return p.pairs(ctx, `SELECT chunk_id, entity_id FROM graph_entity_mentions WHERE kb_id = $1 AND chunk_id = ANY($2)
+		ORDER BY chunk_id, entity_id`, kbID, chunkIDs)
+}
+
+// Labels implements Engine.
+func (p *Postgres) Labels(ctx context.Context, kbID string) ([]string, error) {
+	rows, err := p.pool.Query(ctx, `SELECT DISTINCT label FROM graph_entities WHERE kb_id = $1 ORDER BY label`, kbID)
+	if err != nil {
+		return nil, err
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if out == nil {
+		out = []string{}
+	}
+	return out, err
+}
+
+// Stats implements Engine.
+func (p *Postgres) Stats(ctx context.Context, kbID string) (Stats, error) {
+	var s Stats
+	err := p.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM graph_entities WHERE kb_id = $1),
+		(SELECT count(*) FROM graph_relations WHERE kb_id = $1),
+		(SELECT count(DISTINCT chunk_id) FROM graph_entity_mentions WHERE kb_id = $1),
+		(SELECT count(DISTINCT file_id) FROM graph_entity_mentions WHERE kb_id = $1)`, kbID).
+		Scan(&s.Entities, &s.Relations, &s.Chunks, &s.Files)
+	if err != nil {
+		return s, err
+	}
+	rows, err := p.pool.Query(ctx, `SELECT label, count(*) FROM graph_entities WHERE kb_id = $1 GROUP BY label ORDER BY count(*) DESC, label`, kbID)
+	if err != nil {
+		return s, err
+	}
+	s.EntityType, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (LabelCount, error) {
+		var l LabelCount
+		err := row.Scan(&l.Label, &l.Count)
+		return l, err
+	})
+	if s.EntityType == nil {
+		s.EntityType = []LabelCount{}
+	}
+	return s, err
+}
