@@ -44,7 +44,7 @@ tool-invoke:io.yuxi.tool.call.requested.v1
 dispatcher:io.yuxi.run.finished.v1,io.yuxi.dispatcher.sweep.requested.v1
 doc-parse:io.yuxi.document.uploaded.v1,io.yuxi.bucket.object.changed.v1
 kb-index:io.yuxi.document.parsed.v1
-evaluate:io.yuxi.evaluation.batch.ready.v1,io.yuxi.evaluation.dataset.batch.ready.v1"
+evaluate:io.yuxi.evaluation.batch.ready.v1,io.yuxi.evaluation.dataset.batch.ready.v1,io.yuxi.evaluation.tick.v1,io.yuxi.evaluation.regressed.v1"
 
 for line in ${CONSUMERS}; do
   fn=${line%%:*}
