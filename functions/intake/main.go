@@ -16,7 +16,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
-	"github.com/yuxi-serverless/yuxi/shared/graph"
 )
 
 func main() {
@@ -51,13 +50,11 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	kit, hub, mcps := chat.Open(core, know.Tools()...), core.NewHub(), mcplayer.Open(core)
+	kit, hub, mcps := chat.Open(core, know.Tools()...), core.RunHub(ctx), mcplayer.Open(core)
 	api := intake.New(intake.Deps{Telemetry: core.Telemetry, Auth: id.Auth, Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat,
 		SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: know.KBs, Retriever: know.Retriever, Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors,
-		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Evaluation: know.Evaluation(), Buckets: know.Buckets,
-		Graph: graph.NewPostgres(core.Pool)})
-	go hub.Run(ctx)        //nolint:errcheck // ends with ctx
+		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Evaluation: know.Evaluation(), Buckets: know.Buckets, Graph: know.Graph})
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})
 }

@@ -14,10 +14,8 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
-	"github.com/yuxi-serverless/yuxi/shared/sandbox"
-	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
-	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 func main() {
@@ -44,16 +42,11 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	tools := know.Tools()
-	if cfg.SandboxURL != "" { // the agent's file-system and sandbox tools, on the provisioner
-		sb, err := sandbox.New(cfg.SandboxURL, cfg.SandboxToken, nil)
-		if err != nil {
-			return err
-		}
-		env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
-		tools = append(tools, sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env})...)
+	sandboxTools, err := sandboxes.Tools(core) // on the provisioner, when one is configured
+	if err != nil {
+		return err
 	}
-	kit := chat.Open(core, tools...)
+	kit := chat.Open(core, append(know.Tools(), sandboxTools...)...)
 	router := core.Router("tool-invoke")
 	mcps := mcplayer.Open(core)
 	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher(), RunTools: mcps}, core.Log).Register(router)

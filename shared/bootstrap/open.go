@@ -138,6 +138,13 @@ func (c *Core) streamConfig() runstream.Config {
 // caller runs its Run loop.
 func (c *Core) NewHub() *runstream.Hub { return runstream.NewHub(c.Redis, c.streamConfig(), c.Log) }
 
+// RunHub returns a new hub already running until ctx ends.
+func (c *Core) RunHub(ctx context.Context) *runstream.Hub {
+	h := c.NewHub()
+	go h.Run(ctx) //nolint:errcheck // ends with ctx
+	return h
+}
+
 // Router returns an event router for the named function that records
 // permanent failures.
 func (c *Core) Router(function string) *faas.Router {

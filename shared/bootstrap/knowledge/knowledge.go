@@ -29,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
@@ -46,6 +47,8 @@ type Engines struct {
 	Models    *Models
 	Retriever *kb.Retriever
 	Buckets   *Buckets
+	// Graph is the knowledge graph's embedded PostgreSQL engine.
+	Graph *graph.Postgres
 
 	core        *bootstrap.Core
 	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
@@ -64,7 +67,7 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 		return nil, fmt.Errorf("YUXI_BLOB_URI: %w", err)
 	}
 	m := &Models{providers: core.Models, http: &http.Client{Timeout: 2 * time.Minute}}
-	e := &Engines{Blob: store, Models: m, Buckets: &Buckets{cfg: cfg}, core: core}
+	e := &Engines{Blob: store, Models: m, Buckets: &Buckets{cfg: cfg}, Graph: graph.NewPostgres(core.Pool), core: core}
 	e.Keyword = keyword.New(core.Pool, keyword.NewAnalyzer("auto"), keyword.Params{})
 	pgVectors := vector.NewPostgres(core.Pool, vector.PostgresOptions{})
 	e.Vectors = pgVectors

@@ -1,0 +1,31 @@
+// Package sandboxes opens the agent's file-system and sandbox tools on a
+// bootstrap.Core: the shared/sandbox client of the provisioner named by
+// SANDBOX_PROVISIONER_URL, with each user's agent env (/api/user/agent-env)
+// merged in when their sandbox is created.
+//
+// Imported by: the tool-invoke main.
+// May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/tool, shared/usersettings.
+package sandboxes
+
+import (
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/tool"
+	"github.com/yuxi-serverless/yuxi/shared/usersettings"
+)
+
+// Tools returns the tools that run on the provisioner, or none when no
+// provisioner is configured.
+func Tools(core *bootstrap.Core) ([]tool.Tool, error) {
+	cfg := core.Config
+	if cfg.SandboxURL == "" {
+		return nil, nil
+	}
+	sb, err := sandbox.New(cfg.SandboxURL, cfg.SandboxToken, nil)
+	if err != nil {
+		return nil, err
+	}
+	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+	return sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env}), nil
+}
