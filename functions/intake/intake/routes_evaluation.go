@@ -27,6 +27,21 @@ func (s *Server) evaluation() (*evaluation.Service, error) {
 	return s.d.Evaluation, nil
 }
 
+// answerEvaluation answers with what call returns from the evaluation
+// service, or the error (503 when evaluation is not configured).
+func (s *Server) answerEvaluation(w http.ResponseWriter, call func(*evaluation.Service) (any, error)) error {
+	ev, err := s.evaluation()
+	if err != nil {
+		return err
+	}
+	data, err := call(ev)
+	if err != nil {
+		return err
+	}
+	writeData(w, data)
+	return nil
+}
+
 func writeData(w http.ResponseWriter, data any) {
 	writeJSON(w, http.StatusOK, map[string]any{"message": "success", "data": data})
 }
@@ -101,16 +116,9 @@ func readDatasetPart(part *multipart.Part, in *evaluation.UploadInput, seenFile 
 }
 
 func (s *Server) listDatasets(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
-	list, err := ev.Datasets(r.Context(), subject(p), r.PathValue("kb_id"))
-	if err != nil {
-		return err
-	}
-	writeData(w, list)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.Datasets(r.Context(), subject(p), r.PathValue("kb_id"))
+	})
 }
 
 // intParam reads a positive integer query parameter with a default.
@@ -194,16 +202,9 @@ func (s *Server) startEvaluationRun(w http.ResponseWriter, r *http.Request, p au
 }
 
 func (s *Server) listEvaluationRuns(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
-	runs, err := ev.Runs(r.Context(), subject(p), r.PathValue("kb_id"))
-	if err != nil {
-		return err
-	}
-	writeData(w, runs)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.Runs(r.Context(), subject(p), r.PathValue("kb_id"))
+	})
 }
 
 // getEvaluationRun pages a run's item results (page, page_size 1–100 (20),
@@ -251,94 +252,48 @@ func (s *Server) deleteEvaluationRun(w http.ResponseWriter, r *http.Request, p a
 
 // generateDataset starts generating a benchmark from the KB (see evaluation.GenerateInput).
 func (s *Server) generateDataset(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
 	var in evaluation.GenerateInput
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
 		return err
 	}
-	res, err := ev.Generate(r.Context(), subject(p), r.PathValue("kb_id"), in)
-	if err != nil {
-		return err
-	}
-	writeData(w, res)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.Generate(r.Context(), subject(p), r.PathValue("kb_id"), in)
+	})
 }
 
 // resumeDataset continues a failed generation (concurrent calls share one job).
 func (s *Server) resumeDataset(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
-	res, err := ev.Resume(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("dataset_id"))
-	if err != nil {
-		return err
-	}
-	writeData(w, res)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.Resume(r.Context(), subject(p), r.PathValue("kb_id"), r.PathValue("dataset_id"))
+	})
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
-	list, err := ev.Schedules(r.Context(), subject(p))
-	if err != nil {
-		return err
-	}
-	writeData(w, list)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) { return ev.Schedules(r.Context(), subject(p)) })
 }
 
 func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
 	var in evaluation.ScheduleInput
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
 		return err
 	}
-	sc, err := ev.CreateSchedule(r.Context(), subject(p), in)
-	if err != nil {
-		return err
-	}
-	writeData(w, sc)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) { return ev.CreateSchedule(r.Context(), subject(p), in) })
 }
 
 func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
-	sc, err := ev.GetSchedule(r.Context(), subject(p), r.PathValue("schedule_id"))
-	if err != nil {
-		return err
-	}
-	writeData(w, sc)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.GetSchedule(r.Context(), subject(p), r.PathValue("schedule_id"))
+	})
 }
 
 func (s *Server) updateSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ev, err := s.evaluation()
-	if err != nil {
-		return err
-	}
 	var in evaluation.ScheduleInput
 	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
 		return err
 	}
-	sc, err := ev.UpdateSchedule(r.Context(), subject(p), r.PathValue("schedule_id"), in)
-	if err != nil {
-		return err
-	}
-	writeData(w, sc)
-	return nil
+	return s.answerEvaluation(w, func(ev *evaluation.Service) (any, error) {
+		return ev.UpdateSchedule(r.Context(), subject(p), r.PathValue("schedule_id"), in)
+	})
 }
 
 func (s *Server) deleteSchedule(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
