@@ -354,7 +354,18 @@ func loadSegment(ctx context.Context, tx pgx.Tx, st indexState, fromNo int32) (*
 		flatF  []uint16
 		vocab  int64 // bytes of term strings
 	)
-	binaryTerms := rows.FieldDescriptions()[3].Format == pgx.BinaryFormatCode
+	// A query that failed before its row description arrived (a cancelled
+	// context, a dropped connection) has no field descriptions: report its
+	// error instead of indexing into an empty slice.
+	fields := rows.FieldDescriptions()
+	if len(fields) < 4 {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("load keyword segment: unexpected row description (%d fields)", len(fields))
+	}
+	binaryTerms := fields[3].Format == pgx.BinaryFormatCode
 	for rows.Next() {
 		var no, length int32
 		var id string
