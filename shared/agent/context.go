@@ -4,14 +4,16 @@
 //
 // Imported by: functions/intake (routes), shared/run (the context a run's
 // steps use), shared/queue (model resolution), shared/bootstrap (wiring). May import: shared/access,
-// shared/failure, shared/postgres, pgx.
+// shared/approval, shared/failure, shared/postgres, pgx.
 package agent
 
 import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 )
 
@@ -30,16 +32,22 @@ const (
 // Context is config_json.context: what an agent runs with. Fields not known
 // to this version (knowledges, mcps, skills…) are kept untouched in Extra.
 type Context struct {
-	SystemPrompt      *string                    `json:"system_prompt,omitempty"`
-	Model             *string                    `json:"model,omitempty"`
-	Tools             []string                   `json:"tools,omitempty"`
-	Knowledges        []string                   `json:"knowledges,omitempty"`
-	MaxExecutionSteps *int                       `json:"max_execution_steps,omitempty"`
-	ModelRetryTimes   *int                       `json:"model_retry_times,omitempty"`
-	Extra             map[string]json.RawMessage `json:"-"`
+	SystemPrompt      *string  `json:"system_prompt,omitempty"`
+	Model             *string  `json:"model,omitempty"`
+	Tools             []string `json:"tools,omitempty"`
+	Knowledges        []string `json:"knowledges,omitempty"`
+	MaxExecutionSteps *int     `json:"max_execution_steps,omitempty"`
+	ModelRetryTimes   *int     `json:"model_retry_times,omitempty"`
+	// Tool approval (shared/approval): the agent's default mode, per-tool
+	// policies (allow | confirm | block) and how long a pending approval waits.
+	ToolApprovalMode       *string                    `json:"tool_approval_mode,omitempty"`
+	ToolPolicies           map[string]string          `json:"tool_policies,omitempty"`
+	ToolApprovalTTLSeconds *int                       `json:"tool_approval_ttl_seconds,omitempty"`
+	Extra                  map[string]json.RawMessage `json:"-"`
 }
 
-var knownContextFields = []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times"}
+var knownContextFields = []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times",
+	"tool_approval_mode", "tool_policies", "tool_approval_ttl_seconds"}
 
 // UnmarshalJSON keeps unknown fields in Extra.
 func (c *Context) UnmarshalJSON(b []byte) error {
@@ -92,6 +100,11 @@ type Resolved struct {
 	// MCPs are the slugs of the MCP servers whose tools the agent may call
 	// (context.mcps; kept in Context.Extra, read here). Empty: none.
 	MCPs []string `json:"mcps,omitempty"`
+	// ToolApprovalMode is the agent's mode ("" = default); a request or the
+	// thread may override it at intake (run.Payload.ToolApprovalMode wins).
+	ToolApprovalMode       string            `json:"tool_approval_mode,omitempty"`
+	ToolPolicies           map[string]string `json:"tool_policies,omitempty"`
+	ToolApprovalTTLSeconds int               `json:"tool_approval_ttl_seconds,omitempty"`
 }
 
 // Resolve applies defaults.
@@ -114,6 +127,13 @@ func (c Context) Resolve() Resolved {
 	}
 	if c.ModelRetryTimes != nil {
 		r.ModelRetryTimes = *c.ModelRetryTimes
+	}
+	if c.ToolApprovalMode != nil {
+		r.ToolApprovalMode = *c.ToolApprovalMode
+	}
+	r.ToolPolicies = c.ToolPolicies
+	if c.ToolApprovalTTLSeconds != nil {
+		r.ToolApprovalTTLSeconds = *c.ToolApprovalTTLSeconds
 	}
 	if raw, ok := c.Extra["mcps"]; ok {
 		if json.Unmarshal(raw, &r.MCPs) != nil || len(r.MCPs) == 0 {
@@ -139,6 +159,20 @@ func (c Context) Validate(knownTool func(name string) bool) error {
 	}
 	if c.ModelRetryTimes != nil && (*c.ModelRetryTimes < 0 || *c.ModelRetryTimes > MaxModelRetryTimes) {
 		return failure.Unprocessable("invalid_context", "model_retry_times must be between 0 and %d", MaxModelRetryTimes)
+	}
+	if c.ToolApprovalMode != nil && !approval.ValidMode(*c.ToolApprovalMode) {
+		return approval.ErrInvalidMode
+	}
+	for name, p := range c.ToolPolicies {
+		if name == "" || len(name) > 128 || !approval.ValidPolicy(p) {
+			return failure.Unprocessable("invalid_context", "tool_policies maps tool names to allow, confirm or block (got %q: %q)", name, p)
+		}
+	}
+	if c.ToolApprovalTTLSeconds != nil {
+		if ttl := time.Duration(*c.ToolApprovalTTLSeconds) * time.Second; ttl < approval.MinTTL || ttl > approval.MaxTTL {
+			return failure.Unprocessable("invalid_context", "tool_approval_ttl_seconds must be between %d and %d",
+				int(approval.MinTTL.Seconds()), int(approval.MaxTTL.Seconds()))
+		}
 	}
 	if knownTool != nil {
 		for _, t := range c.Tools {

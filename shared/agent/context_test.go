@@ -54,7 +54,10 @@ func TestContextRoundTripKeepsUnknownFields(t *testing.T) {
 	if len(c.Knowledges) != 2 || c.Knowledges[0] != "kb_1" {
 		t.Fatalf("knowledges: %v", c.Knowledges)
 	}
-	wantExtra := []string{"mcps", "skills", "preload_skills", "tool_approval_mode", "summary_threshold", "subagents"}
+	if c.ToolApprovalMode == nil || *c.ToolApprovalMode != "always_trust" {
+		t.Fatalf("tool_approval_mode: %v", c.ToolApprovalMode)
+	}
+	wantExtra := []string{"mcps", "skills", "preload_skills", "summary_threshold", "subagents"}
 	if len(c.Extra) != len(wantExtra) {
 		t.Fatalf("Extra has %d keys, want %d: %v", len(c.Extra), len(wantExtra), c.Extra)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
@@ -126,6 +127,7 @@ type threadState struct {
 	activeStatus   *string
 	activeType     *string
 	queued, steers int
+	approvalMode   string // the thread's tool_approval_mode override, if any
 }
 
 const threadStateSQL = `
@@ -200,9 +202,10 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 	found := false
 	b1 := &pgx.Batch{}
 	b1.Queue("BEGIN")
-	b1.Queue(`SELECT id FROM conversations WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted' FOR UPDATE`,
+	b1.Queue(`SELECT id, coalesce(extra_metadata->>'tool_approval_mode', '') FROM conversations
+		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted' FOR UPDATE`,
 		sub.ThreadID, sub.Subject.UID).QueryRow(func(row pgx.Row) error {
-		err := row.Scan(&st.conversationID)
+		err := row.Scan(&st.conversationID, &st.approvalMode)
 		found = err == nil
 		return noRows(err)
 	})
@@ -238,7 +241,16 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 		return Intake{}, ar.err
 	}
 	if st.latestStatus != nil && *st.latestStatus == run.StatusInterrupted {
-		return Intake{}, ErrRunInterrupted.With(map[string]any{"run_id": *st.latestID})
+		// A run whose only waits are expired tool approvals no longer blocks
+		// the thread: its calls are resolved as rejected (expired) here, in
+		// the message's transaction.
+		expired, err := s.runs.ResolveExpiredApprovalsTx(ctx, conn, *st.latestID)
+		if err != nil {
+			return Intake{}, err
+		}
+		if !expired {
+			return Intake{}, ErrRunInterrupted.With(map[string]any{"run_id": *st.latestID})
+		}
 	}
 	if sub.QueuePolicy == PolicySteer && st.activeID != nil {
 		if *st.activeStatus != run.StatusRunning || *st.activeType != run.TypeChat {
@@ -276,9 +288,15 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 			return Intake{}, err
 		}
 		resolved.Model = spec
+		// request → thread override → agent context → default
 		mode := sub.ToolApprovalMode
+		for _, m := range []string{st.approvalMode, resolved.ToolApprovalMode} {
+			if mode == "" && approval.ValidMode(m) {
+				mode = m
+			}
+		}
 		if mode == "" {
-			mode = "default"
+			mode = approval.ModeDefault
 		}
 		runPayload = run.Payload{ModelSpec: spec, ToolApprovalMode: mode, Context: resolved}
 		payload, _ = json.Marshal(runPayload)

@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -381,9 +379,6 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 			sc.ConversationID, string(in.Resume), meta, in.RequestID).Scan(&msgID); err != nil {
 			return err
 		}
-		if _, err := s.runs.AnswerInterruptedTx(ctx, tx, parent.ID, in.Resume); err != nil {
-			return fmt.Errorf("record answer: %w", err)
-		}
 		payload := parent.Payload
 		payload.Resume = in.Resume
 		parentID := parent.ID
@@ -398,7 +393,9 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 			return err
 		}
 		out = Resumed{RunID: r.ID, ThreadID: r.ThreadID, Status: r.Status, RequestID: r.RequestID, StreamURL: StreamURL(r.ID)}
-		return emit(outbox.Pending{Payload: events.StepReady{RunID: runID, ThreadID: sc.ThreadID, StepNo: 1}, DedupeKey: "step:" + runID + ":1"})
+		// Answers the questions, applies tool approval decisions and starts
+		// the run (step 1, or the approved calls first).
+		return s.runs.StartResumeTx(ctx, tx, emit, parent.ID, r, in.Resume)
 	})
 	if err != nil {
 		return Resumed{}, err

@@ -20,7 +20,7 @@
 //
 // Imported by: functions/intake, functions/dispatcher, shared/bootstrap,
 // tests. May import: events, shared/run, shared/thread, shared/agent,
-// shared/access, shared/outbox, shared/postgres, shared/failure, pgx.
+// shared/approval, shared/access, shared/outbox, shared/postgres, shared/failure, pgx.
 package queue
 
 import (

@@ -18,7 +18,7 @@
 // Imported by: shared/queue, shared/bootstrap, functions (agent-step,
 // tool-invoke, dispatcher, intake), infra/local, tests. May import: events,
 // shared/outbox, shared/postgres, shared/failure, shared/agent,
-// shared/runstream, shared/telemetry, pgx.
+// shared/approval, shared/runstream, shared/telemetry, pgx.
 package run
 
 import (

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 )
 
@@ -98,9 +99,13 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 				questions = append(questions, stored.Questions...)
 			}
 		}
+		source, approvals := "ask_user_question", approvalChunk(calls)
+		if errType == approval.InterruptKind {
+			source = approval.Source
+		}
 		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventInterrupt, Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.QuestionsChunk]{
 			Reason: errType, Chunk: runstream.QuestionsChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: errType,
-				Questions: questions, ToolCallIDs: toolCallIDs, Message: errMsg, Source: "ask_user_question"}}})
+				Questions: questions, ToolCallIDs: toolCallIDs, Message: errMsg, Source: source, Approval: approvals}}})
 	case StatusFailed:
 		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventError, Type: runstream.EventError, Payload: runstream.Error{
 			Chunk: runstream.ErrorChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: runstream.ChunkError,

@@ -125,7 +125,8 @@ func recoverOne(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, cfg Swe
 	if err != nil {
 		return rec, err
 	}
-	if r.StepCount > 0 && len(pending) > 0 {
+	// Step 0 of a resume run holds the calls its resume approved.
+	if len(pending) > 0 {
 		rec.Action = RecoveryRedriveTools
 		for _, c := range pending {
 			if err := emit(outbox.Pending{

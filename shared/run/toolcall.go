@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -26,7 +27,7 @@ const (
 	ToolPending     = "pending"
 	ToolSuccess     = "success"
 	ToolError       = "error"
-	ToolInterrupted = "interrupted" // waits for the user (ask_user_question)
+	ToolInterrupted = "interrupted" // waits for the user (ask_user_question, or a tool approval)
 	ToolCancelled   = "cancelled"
 )
 
@@ -338,12 +339,20 @@ func interruptInfo(output *string) (kind, msg string) {
 		Questions []struct {
 			Question string `json:"question"`
 		} `json:"questions"`
+		Approval struct {
+			ActionRequests []struct {
+				Name string `json:"name"`
+			} `json:"action_requests"`
+		} `json:"approval"`
 	}
 	if json.Unmarshal([]byte(*output), &doc) != nil {
 		return "", ""
 	}
 	if len(doc.Questions) > 0 {
 		msg = doc.Questions[0].Question
+	}
+	if a := doc.Approval.ActionRequests; msg == "" && len(a) > 0 {
+		msg = approval.Message(a[0].Name)
 	}
 	return doc.Interrupt, msg
 }
@@ -384,27 +393,23 @@ func (s *Store) AnswerInterruptedTx(ctx context.Context, tx pgx.Tx, runID string
 		return 0, err
 	}
 	for _, c := range calls {
-		var stored struct {
-			Questions json.RawMessage `json:"questions"`
-		}
-		if c.Output != nil {
-			_ = json.Unmarshal([]byte(*c.Output), &stored)
-		}
-		if len(stored.Questions) == 0 {
-			stored.Questions = json.RawMessage("[]")
-		}
-		// Without HTML escaping: the model reads the user's answer as typed
-		// (same rule as tool.JSON).
-		var out bytes.Buffer
-		enc := json.NewEncoder(&out)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(map[string]json.RawMessage{"questions": stored.Questions, "answer": answer})
-		if _, err := tx.Exec(ctx, `UPDATE tool_calls SET status = 'success', tool_output = $2, finished_at = clock_timestamp()
-			WHERE id = $1 AND status = 'interrupted'`, c.ID, strings.TrimSuffix(out.String(), "\n")); err != nil {
+		if err := answerQuestionTx(ctx, tx, c, answer); err != nil {
 			return 0, err
 		}
 	}
 	return len(calls), nil
+}
+
+// jsonNoEscape encodes v without HTML escaping: the model reads the user's
+// answer as typed (same rule as tool.JSON).
+func jsonNoEscape(v any) (string, error) {
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(out.String(), "\n"), nil
 }
 
 // pendingToolCalls returns the calls of a run step that have not finished.

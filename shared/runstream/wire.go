@@ -185,10 +185,13 @@ type CancelChunk struct {
 
 // QuestionsChunk is the chunk of an interrupted run's interrupt.
 type QuestionsChunk struct {
+	// Approval, for a run waiting for tool approvals (status
+	// human_approval_required): {action_requests, review_configs, expires_at}.
+	Approval    json.RawMessage   `json:"approval,omitempty"`
 	Message     string            `json:"message"`
 	Questions   []json.RawMessage `json:"questions"`
 	RequestID   string            `json:"request_id"`
-	Source      string            `json:"source"` // the tool that asked: "ask_user_question"
+	Source      string            `json:"source"` // "ask_user_question", or "tool_approval"
 	Status      string            `json:"status"` // the interrupt kind (the run's error_type)
 	ThreadID    string            `json:"thread_id"`
 	ToolCallIDs []string          `json:"tool_call_ids"`

@@ -3,7 +3,7 @@
 // from a missing one (404).
 //
 // Imported by: functions/intake, shared/queue. May import: shared/postgres,
-// shared/failure, pgx.
+// shared/failure, shared/approval, pgx.
 package thread
 
 import (
@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
@@ -201,20 +202,32 @@ func (s *Store) List(ctx context.Context, uid, agentID string, limit, offset int
 type UpdateInput struct {
 	Title    *string `json:"title"`
 	IsPinned *bool   `json:"is_pinned"`
+	// ToolApprovalMode overrides the agent's tool approval mode for the
+	// thread's next runs (metadata.tool_approval_mode); "" removes the override.
+	ToolApprovalMode *string `json:"tool_approval_mode"`
 }
 
-// Update changes title and pin of uid's thread.
+// Update changes title, pin and tool approval override of uid's thread.
 func (s *Store) Update(ctx context.Context, uid, threadID string, in UpdateInput) (Thread, error) {
 	if in.Title != nil && len(strings.TrimSpace(*in.Title)) > 500 {
 		return Thread{}, failure.Unprocessable("invalid_thread", "title is longer than 500 characters")
+	}
+	if in.ToolApprovalMode != nil {
+		if err := approval.CheckMode(*in.ToolApprovalMode); err != nil {
+			return Thread{}, err
+		}
 	}
 	var title *string
 	if in.Title != nil {
 		t := strings.TrimSpace(*in.Title)
 		title = &t
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE conversations SET title = coalesce($3, title), is_pinned = coalesce($4, is_pinned), updated_at = now()
-		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted'`, threadID, uid, title, in.IsPinned)
+	tag, err := s.pool.Exec(ctx, `UPDATE conversations SET title = coalesce($3, title), is_pinned = coalesce($4, is_pinned),
+		extra_metadata = CASE WHEN $5::text IS NULL THEN extra_metadata
+			WHEN $5 = '' THEN coalesce(extra_metadata, '{}'::jsonb) - 'tool_approval_mode'
+			ELSE coalesce(extra_metadata, '{}'::jsonb) || jsonb_build_object('tool_approval_mode', $5::text) END,
+		updated_at = now()
+		WHERE thread_id = $1 AND uid = $2 AND status <> 'deleted'`, threadID, uid, title, in.IsPinned, in.ToolApprovalMode)
 	if err != nil {
 		return Thread{}, err
 	}

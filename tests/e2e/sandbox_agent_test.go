@@ -54,7 +54,10 @@ func TestAgentWritesRunsAndReadsInItsSandbox(t *testing.T) {
 	// The user's agent env is injected into their sandbox.
 	p.Admin.OK("PUT", "/api/user/agent-env", map[string]any{"env": map[string]any{"MY_SANDBOX_VAR": "from-agent-env"}})
 	th := p.Admin.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "sandbox"})["id"].(string)
-	in := p.Admin.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th})
+	// always_trust: write_file and execute run without waiting for approval
+	// (approval_test.go and TestAgentRunsAScriptAfterApproval cover the default mode).
+	in := p.Admin.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
+		"tool_approval_mode": "always_trust"})
 	runID, _ := in["run_id"].(string)
 	r := testkit.Render(p.Admin.Collect(runID, 60*time.Second))
 	if r.Ends != 1 || r.EndStatus != "completed" {
@@ -87,4 +90,62 @@ func uidOf(t *testing.T, p *testkit.Local) string {
 		t.Fatalf("admin uid: %v", err)
 	}
 	return uid
+}
+
+// TestAgentRunsAScriptAfterApproval is issue 8's approval flow on a real
+// sandbox (bwrap): in the default mode the scripted model's write_file of a
+// Python script to outputs/ interrupts the run; the user approves, the file
+// is written; its execute interrupts again; the user approves, the script
+// runs once and the model answers with its output.
+func TestAgentRunsAScriptAfterApproval(t *testing.T) {
+	t.Parallel()
+	sb := provisionertest.Start(t, provisioner.Config{})
+	p := testkit.StartLocal(t, nil, local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
+	const query = "write hello.py and run it"
+	p.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+		tools := 0
+		for _, m := range req.Messages {
+			if m.Role == "tool" {
+				tools++
+			}
+		}
+		switch tools {
+		case 0:
+			return llmtest.Calls(llmtest.ToolCall{ID: "call_w", Name: "write_file",
+				Arguments: `{"file_path":"/home/gem/user-data/outputs/hello.py","content":"import sys\nprint('hello from', sys.version_info[0])\nopen('/home/gem/user-data/outputs/runs.log','a').write('ran\\n')\n"}`})
+		case 1:
+			return llmtest.Calls(llmtest.ToolCall{ID: "call_x", Name: "execute", Arguments: `{"command":"python3 outputs/hello.py"}`})
+		}
+		return llmtest.Text("output: " + strings.TrimSpace(req.Messages[len(req.Messages)-1].Content))
+	})
+	c := p.Admin
+	th := c.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "approve a script"})["id"].(string)
+	scope := sandbox.Scope{UID: uidOf(t, p), FileThread: th}
+	runID := c.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th})["run_id"].(string)
+	for i, want := range []string{"write_file", "execute"} {
+		r := testkit.Render(c.Collect(runID, 60*time.Second))
+		chunk, _ := r.Interrupt["chunk"].(map[string]any)
+		appr, _ := chunk["approval"].(map[string]any)
+		reqs, _ := appr["action_requests"].([]any)
+		if r.EndStatus != "interrupted" || len(reqs) != 1 || reqs[0].(map[string]any)["name"] != want {
+			t.Fatalf("run %d (%s): %+v", i, runID, r)
+		}
+		if i == 0 {
+			if _, err := os.Stat(sb.HostPath(scope, sandbox.OutputsDir+"/hello.py")); !os.IsNotExist(err) {
+				t.Fatalf("hello.py written before approval: %v", err)
+			}
+		}
+		if _, err := os.Stat(sb.HostPath(scope, sandbox.OutputsDir+"/runs.log")); !os.IsNotExist(err) {
+			t.Fatalf("script ran before approval: %v", err)
+		}
+		runID = c.OK("POST", "/api/agent/runs", map[string]any{"agent_slug": "default-chatbot", "thread_id": th, "created_by_run_id": runID,
+			"resume": map[string]any{"decisions": []map[string]any{{"type": "approve"}}}})["run_id"].(string)
+	}
+	r := testkit.Render(c.Collect(runID, 60*time.Second))
+	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), "output: hello from 3") {
+		t.Fatalf("final run %s: %+v %q", runID, r, r.Texts())
+	}
+	if got, err := os.ReadFile(sb.HostPath(scope, sandbox.OutputsDir+"/runs.log")); err != nil || string(got) != "ran\n" {
+		t.Fatalf("the script ran %q (%v), want once", got, err)
+	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -149,6 +150,9 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 	if spec := t.Spec(); !fromManifest && !spec.Base && len(r.Payload.Context.Tools) > 0 && !slices.Contains(r.Payload.Context.Tools, tc.Name) {
 		return tool.Errorf(fmt.Sprintf("tool %q is not enabled for this agent", tc.Name)), nil
 	}
+	if res, gated := gate(r, tc); gated {
+		return res, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	res, err := t.Invoke(ctx, tool.Call{RunID: r.ID, ToolCallID: tc.ToolCallID, StepNo: tc.StepNo, ThreadID: r.ThreadID,
@@ -157,6 +161,28 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 		return tool.Errorf(fmt.Sprintf("tool %q timed out after %s", tc.Name, h.cfg.Timeout)), nil
 	}
 	return res, err
+}
+
+// gate applies tool approval (shared/approval) before a call runs: a
+// blocked tool is refused; a call that needs approval and has none yet
+// interrupts the run instead of running (its output stores the approval
+// request). An approved call (moved to its resume run) runs.
+func gate(r run.Run, tc run.ToolCall) (tool.Result, bool) {
+	switch approval.Decide(r.Payload.ToolApprovalMode, r.Payload.Context.ToolPolicies, tc.Name) {
+	case approval.Block:
+		return tool.Result{Output: approval.BlockedText(tc.Name), IsError: true}, true
+	case approval.Confirm:
+		if approval.Approved(tc.Output) {
+			return tool.Result{}, false
+		}
+		ttl := time.Duration(r.Payload.Context.ToolApprovalTTLSeconds) * time.Second
+		p := approval.NewPending(tc.Name, tc.ToolCallID, tc.Input, time.Now(), ttl)
+		var payload map[string]any
+		b, _ := json.Marshal(p)
+		_ = json.Unmarshal(b, &payload)
+		return tool.Result{Interrupt: &tool.Interrupt{Kind: approval.InterruptKind, Message: approval.Message(tc.Name), Payload: payload}}, true
+	}
+	return tool.Result{}, false
 }
 
 func (h *Handler) record(ctx context.Context, r run.Run, tc run.ToolCall, out run.ToolResult, res tool.Result) error {
