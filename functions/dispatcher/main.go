@@ -45,7 +45,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	kit := chat.Open(core, know.Tools()...)
 	router := core.Router("dispatcher")
 	dispatcher.New(kit.Runs, kit.Queue, core.Relay,
-		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: know.FileSweeper()}, core.Log).Register(router)
+		dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: know.FileSweeper(), Subagents: kit.Subagents}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("dispatcher")})
 }

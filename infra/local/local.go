@@ -135,10 +135,10 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	}
 	kit, k := app.Chat, app.Knowledge
 	mcps := mcplayer.Open(core)
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps}, core.Log)
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries}, core.Log)
 	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
-		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper()}, core.Log)
+		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
 		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 	index := indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, core.Stream,

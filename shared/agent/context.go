@@ -105,7 +105,41 @@ type Resolved struct {
 	ToolApprovalMode       string            `json:"tool_approval_mode,omitempty"`
 	ToolPolicies           map[string]string `json:"tool_policies,omitempty"`
 	ToolApprovalTTLSeconds int               `json:"tool_approval_ttl_seconds,omitempty"`
+	// Subagents are the slugs of the sub-agents the task tools may start
+	// (context.subagents). Empty: no sub-agent tools.
+	Subagents []string `json:"subagents,omitempty"`
+	// Summary is the context compression configuration (context.summary_*).
+	Summary Summary `json:"summary"`
 }
+
+// Summary configures context compression (see shared/compaction).
+type Summary struct {
+	// ThresholdK: compress when the context is estimated over this many
+	// thousand tokens (0 never compresses).
+	ThresholdK int `json:"threshold_k"`
+	// KeepMessages: the newest messages kept verbatim by a summary (L2).
+	KeepMessages int `json:"keep_messages"`
+	// Prompt is the summary model's instruction.
+	Prompt string `json:"prompt"`
+	// ToolResultTokenLimit: L1 trims older tool results (and large tool
+	// arguments) over this many tokens to a preview of that size.
+	ToolResultTokenLimit int `json:"tool_result_token_limit"`
+	// L2TriggerRatio: after L1, a summary is made when the context is still
+	// over ThresholdK × this ratio.
+	L2TriggerRatio float64 `json:"l2_trigger_ratio"`
+}
+
+// Defaults of the summary fields.
+const (
+	DefaultSummaryThresholdK       = 100
+	DefaultSummaryKeepMessages     = 10
+	DefaultSummaryToolResultTokens = 300
+	DefaultSummaryL2TriggerRatio   = 0.4
+	DefaultSummaryPrompt           = "Summarise the conversation so far for your own later use: the user's goals, decisions made, facts and results found (with where they came from), open questions and the next steps. Be complete but concise."
+	maxSummaryThresholdK           = 2000
+	maxSummaryKeepMessages         = 500
+	maxSummaryToolResultTokenLimit = 100_000
+)
 
 // Resolve applies defaults.
 func (c Context) Resolve() Resolved {
@@ -140,7 +174,74 @@ func (c Context) Resolve() Resolved {
 			r.MCPs = nil // not a list of strings, or empty: no MCP servers
 		}
 	}
+	if raw, ok := c.Extra["subagents"]; ok {
+		if json.Unmarshal(raw, &r.Subagents) != nil || len(r.Subagents) == 0 {
+			r.Subagents = nil
+		}
+	}
+	r.Summary = Summary{ThresholdK: DefaultSummaryThresholdK, KeepMessages: DefaultSummaryKeepMessages, Prompt: DefaultSummaryPrompt,
+		ToolResultTokenLimit: DefaultSummaryToolResultTokens, L2TriggerRatio: DefaultSummaryL2TriggerRatio}
+	extraInt(c.Extra, "summary_threshold", &r.Summary.ThresholdK)
+	extraInt(c.Extra, "summary_keep_messages", &r.Summary.KeepMessages)
+	extraInt(c.Extra, "summary_tool_result_token_limit", &r.Summary.ToolResultTokenLimit)
+	if raw, ok := c.Extra["summary_l2_trigger_ratio"]; ok {
+		var f float64
+		if json.Unmarshal(raw, &f) == nil && f > 0 && f <= 1 {
+			r.Summary.L2TriggerRatio = f
+		}
+	}
+	if raw, ok := c.Extra["summary_prompt"]; ok {
+		var p string
+		if json.Unmarshal(raw, &p) == nil && strings.TrimSpace(p) != "" {
+			r.Summary.Prompt = p
+		}
+	}
 	return r
+}
+
+// extraInt reads a non-negative integer field of Extra into dst (left
+// unchanged when absent or not an integer).
+func extraInt(extra map[string]json.RawMessage, key string, dst *int) {
+	raw, ok := extra[key]
+	if !ok {
+		return
+	}
+	var n int
+	if json.Unmarshal(raw, &n) == nil && n >= 0 {
+		*dst = n
+	}
+}
+
+// validateExtra checks the context fields kept in Extra that runs read.
+func (c Context) validateExtra() error {
+	for key, max := range map[string]int{"summary_threshold": maxSummaryThresholdK, "summary_keep_messages": maxSummaryKeepMessages,
+		"summary_tool_result_token_limit": maxSummaryToolResultTokenLimit} {
+		if raw, ok := c.Extra[key]; ok {
+			var n int
+			if json.Unmarshal(raw, &n) != nil || n < 0 || n > max {
+				return failure.Unprocessable("invalid_context", "%s must be an integer between 0 and %d", key, max)
+			}
+		}
+	}
+	if raw, ok := c.Extra["summary_l2_trigger_ratio"]; ok {
+		var f float64
+		if json.Unmarshal(raw, &f) != nil || f <= 0 || f > 1 {
+			return failure.Unprocessable("invalid_context", "summary_l2_trigger_ratio must be a number in (0, 1]")
+		}
+	}
+	if raw, ok := c.Extra["summary_prompt"]; ok {
+		var p string
+		if json.Unmarshal(raw, &p) != nil || len(p) > 100_000 {
+			return failure.Unprocessable("invalid_context", "summary_prompt must be a string of at most 100000 bytes")
+		}
+	}
+	if raw, ok := c.Extra["tool_approval_mode"]; ok {
+		var m string
+		if json.Unmarshal(raw, &m) != nil || (m != "" && m != "default" && m != "always_trust") {
+			return failure.Unprocessable("invalid_context", "tool_approval_mode must be default or always_trust")
+		}
+	}
+	return nil
 }
 
 // Validate checks field ranges, the model spec format and tool names.
@@ -189,7 +290,7 @@ func (c Context) Validate(knownTool func(name string) bool) error {
 	if len(c.Tools) != len(uniq(c.Tools)) {
 		return failure.Unprocessable("invalid_context", "tools contains duplicates")
 	}
-	return nil
+	return c.validateExtra()
 }
 
 func uniq(s []string) []string {
@@ -224,6 +325,7 @@ type Item struct {
 // roles only the items not marked admin-only.
 func Items(toolOptions []Option, admin bool) []Item {
 	one, maxSteps, maxRetry, zero := 1, MaxMaxExecutionSteps, MaxModelRetryTimes, 0
+	maxThreshold, maxKeep, maxToolTokens := maxSummaryThresholdK, maxSummaryKeepMessages, maxSummaryToolResultTokenLimit
 	all := []Item{
 		{Key: "system_prompt", Name: "System prompt", Description: "Instructions the model receives before the conversation.", Type: "str", Kind: "prompt", Default: DefaultSystemPrompt},
 		{Key: "model", Name: "Model", Description: "Chat model as provider_id:model_id; empty uses the system default.", Type: "str", Kind: "llm", Default: ""},
@@ -231,6 +333,17 @@ func Items(toolOptions []Option, admin bool) []Item {
 		{Key: "knowledges", Name: "Knowledge bases", Description: "Knowledge bases the agent may search (kb ids); empty means every knowledge base the user may read.", Type: "list", Kind: "knowledges", Default: []string{}},
 		{Key: "max_execution_steps", Name: "Max execution steps", Description: "Upper bound on model turns in one run.", Type: "int", Kind: "number", Default: DefaultMaxExecutionSteps, Min: &one, Max: &maxSteps, AdminOnly: true},
 		{Key: "model_retry_times", Name: "Model retry times", Description: "How often a failed model call is retried.", Type: "int", Kind: "number", Default: DefaultModelRetryTimes, Min: &zero, Max: &maxRetry, AdminOnly: true},
+		{Key: "mcps", Name: "MCP servers", Description: "MCP servers (slugs) whose tools the agent may call; empty: none.", Type: "list", Kind: "mcps", Default: []string{}},
+		{Key: "skills", Name: "Skills", Description: "Skills (slugs) listed to the agent.", Type: "list", Kind: "skills", Default: []string{}},
+		{Key: "preload_skills", Name: "Preloaded skills", Description: "Skills active from the first turn.", Type: "list", Kind: "skills", Default: []string{}},
+		{Key: "subagents", Name: "Sub-agents", Description: "Sub-agents (slugs of agents with is_subagent) the task tools may start; empty: no sub-agent tools.", Type: "list", Kind: "subagents", Default: []string{}},
+		{Key: "tool_approval_mode", Name: "Tool approval mode", Description: "default asks before tools with effects; always_trust runs them.", Type: "str", Kind: "select", Default: "default",
+			Options: []Option{{Value: "default", Label: "Ask for approval"}, {Value: "always_trust", Label: "Always trust"}}},
+		{Key: "summary_threshold", Name: "Summary threshold (K tokens)", Description: "Compress the context when it is estimated over this many thousand tokens; 0 never compresses.", Type: "int", Kind: "number", Default: DefaultSummaryThresholdK, Min: &zero, Max: &maxThreshold, AdminOnly: true},
+		{Key: "summary_keep_messages", Name: "Messages kept by a summary", Description: "The newest messages a summary keeps verbatim.", Type: "int", Kind: "number", Default: DefaultSummaryKeepMessages, Min: &zero, Max: &maxKeep, AdminOnly: true},
+		{Key: "summary_prompt", Name: "Summary prompt", Description: "Instruction of the summary model turn.", Type: "str", Kind: "prompt", Default: DefaultSummaryPrompt, AdminOnly: true},
+		{Key: "summary_tool_result_token_limit", Name: "Tool result preview (tokens)", Description: "Older tool results and large tool arguments over this many tokens are trimmed to a preview of this size in the model's view (stored messages are unchanged).", Type: "int", Kind: "number", Default: DefaultSummaryToolResultTokens, Min: &zero, Max: &maxToolTokens, AdminOnly: true},
+		{Key: "summary_l2_trigger_ratio", Name: "Summary trigger ratio after trimming", Description: "After trimming, a summary is made when the context is still over threshold × ratio (0.1–1.0).", Type: "float", Kind: "number", Default: DefaultSummaryL2TriggerRatio, AdminOnly: true},
 	}
 	if admin {
 		return all

@@ -153,8 +153,10 @@ func TestParseContext(t *testing.T) {
 func TestResolveAppliesDefaults(t *testing.T) {
 	t.Parallel()
 	r := agent.Context{}.Resolve()
+	summary := agent.Summary{ThresholdK: agent.DefaultSummaryThresholdK, KeepMessages: agent.DefaultSummaryKeepMessages,
+		Prompt: agent.DefaultSummaryPrompt, ToolResultTokenLimit: agent.DefaultSummaryToolResultTokens, L2TriggerRatio: agent.DefaultSummaryL2TriggerRatio}
 	want := agent.Resolved{SystemPrompt: agent.DefaultSystemPrompt, Model: "", Tools: nil,
-		MaxExecutionSteps: agent.DefaultMaxExecutionSteps, ModelRetryTimes: agent.DefaultModelRetryTimes}
+		MaxExecutionSteps: agent.DefaultMaxExecutionSteps, ModelRetryTimes: agent.DefaultModelRetryTimes, Summary: summary}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("defaults = %+v", r)
 	}
@@ -164,7 +166,7 @@ func TestResolveAppliesDefaults(t *testing.T) {
 
 	set := agent.Context{SystemPrompt: ptr(""), Model: ptr("p:m"), Tools: []string{"t1"}, MaxExecutionSteps: ptr(3), ModelRetryTimes: ptr(0),
 		Extra: map[string]json.RawMessage{"mcps": json.RawMessage(`[]`)}}.Resolve()
-	want = agent.Resolved{SystemPrompt: "", Model: "p:m", Tools: []string{"t1"}, MaxExecutionSteps: 3, ModelRetryTimes: 0}
+	want = agent.Resolved{SystemPrompt: "", Model: "p:m", Tools: []string{"t1"}, MaxExecutionSteps: 3, ModelRetryTimes: 0, Summary: summary}
 	if !reflect.DeepEqual(set, want) {
 		t.Fatalf("explicit values (including empty prompt and zero retries) must win: %+v", set)
 	}
@@ -233,11 +235,13 @@ func TestItemsFilterByRole(t *testing.T) {
 		return k
 	}
 	admin := agent.Items(opts, true)
-	if got := keys(admin); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times"}) {
+	if got := keys(admin); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges", "max_execution_steps", "model_retry_times",
+		"mcps", "skills", "preload_skills", "subagents", "tool_approval_mode", "summary_threshold", "summary_keep_messages", "summary_prompt",
+		"summary_tool_result_token_limit", "summary_l2_trigger_ratio"}) {
 		t.Fatalf("admin items = %v", got)
 	}
 	user := agent.Items(opts, false)
-	if got := keys(user); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges"}) {
+	if got := keys(user); !reflect.DeepEqual(got, []string{"system_prompt", "model", "tools", "knowledges", "mcps", "skills", "preload_skills", "subagents", "tool_approval_mode"}) {
 		t.Fatalf("user items = %v", got)
 	}
 	for _, it := range user {
@@ -263,7 +267,7 @@ func TestItemsFilterByRole(t *testing.T) {
 		t.Errorf("system_prompt item = %+v", p)
 	}
 	// Filtering for a user must not disturb a later admin listing.
-	if again := agent.Items(opts, true); len(again) != 6 {
+	if again := agent.Items(opts, true); len(again) != 16 {
 		t.Fatalf("admin items after a user listing: %v", keys(again))
 	}
 }

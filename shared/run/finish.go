@@ -137,14 +137,42 @@ const (
 
 // RequestCancel cancels run id of uid: a pending run ends cancelled at once
 // (and its stream is closed), a running run becomes cancel_requested (the
-// worker stops at the step boundary and ends it cancelled). The caller
-// signals a running worker (runstream's cancel signal).
+// worker stops at the step boundary and ends it cancelled). The cancellation
+// cascades to the run's active sub-agent runs in the same transaction (see
+// cancelChildrenTx). The caller signals a running worker (runstream's cancel
+// signal).
 func (s *Store) RequestCancel(ctx context.Context, uid, id string) (Run, CancelOutcome, error) {
 	var (
 		out     Run
 		outcome CancelOutcome
+		ended   []Run
 	)
 	err := s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+		if err := s.requestCancelTx(ctx, tx, emit, uid, id, &out, &outcome); err != nil {
+			return err
+		}
+		var err error
+		ended, err = cancelChildrenTx(ctx, tx, emit, id)
+		return err
+	})
+	if err == nil {
+		for _, c := range ended {
+			s.closed(ctx, c)
+		}
+	}
+	if err == nil && outcome == CancelImmediate {
+		s.closed(ctx, out)
+	}
+	return out, outcome, err
+}
+
+func (s *Store) requestCancelTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, uid, id string, outp *Run, outcomep *CancelOutcome) error {
+	var (
+		out     Run
+		outcome CancelOutcome
+	)
+	defer func() { *outp, *outcomep = out, outcome }()
+	err := func() error {
 		r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && r.UID != uid) {
 			return ErrNotFound
@@ -173,11 +201,8 @@ func (s *Store) RequestCancel(ctx context.Context, uid, id string) (Run, CancelO
 		}
 		out, outcome = r, CancelNoop
 		return nil
-	})
-	if err == nil && outcome == CancelImmediate {
-		s.closed(ctx, out)
-	}
-	return out, outcome, err
+	}()
+	return err
 }
 
 func truncate(s string, n int) string {

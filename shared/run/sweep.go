@@ -61,7 +61,11 @@ func (s *Store) RecoverStuck(ctx context.Context, cfg SweepConfig) ([]Recovery, 
 		rows, err := tx.Query(ctx, `SELECT `+runCols+` FROM agent_runs
 			WHERE status IN ('pending', 'running', 'cancel_requested')
 			  AND ((worker_id IS NOT NULL AND lease_expires_at < clock_timestamp())
-			    OR (worker_id IS NULL AND last_progress_at < clock_timestamp() - $1::interval))
+			    OR (worker_id IS NULL AND last_progress_at < clock_timestamp() - $1::interval
+			        -- a parent whose tool call waits for a live sub-agent run is not stuck:
+			        -- the child's run.finished completes the call (the child is swept itself)
+			        AND NOT EXISTS (SELECT 1 FROM agent_runs c WHERE c.created_by_run_id = agent_runs.id
+			            AND c.run_type = 'subagent' AND c.status IN ('pending', 'running', 'cancel_requested'))))
 			ORDER BY last_progress_at LIMIT $2 FOR UPDATE SKIP LOCKED`, cfg.Stale.String(), cfg.Batch)
 		if err != nil {
 			return err

@@ -47,6 +47,7 @@ type Batcher struct {
 	closed bool
 	err    error      // first failure of a timer flush, not yet reported
 	lead   *OnceEvent // written before the first batch (see Lead)
+	mirror string     // another run whose stream also gets the batches (see Mirror)
 
 	// wmu orders appends: it is taken while mu is still held, so batches are
 	// appended in the order they were cut.
@@ -147,6 +148,11 @@ func (b *Batcher) flushLocked(ctx context.Context, extra *Event) error {
 	if extra != nil {
 		events = append(events, *extra)
 	}
+	if b.mirror != "" && len(items) > 0 {
+		// Best effort: the mirror is a view for the parent's clients; the
+		// child's own stream is the record.
+		_, _ = b.w.AppendBatch(ctx, b.mirror, b.threadID, []Event{{Type: EventMessages, Payload: Messages{Items: items}}})
+	}
 	if lead != nil {
 		// The lead event goes first, keyed, in the same atomic round trip.
 		evs := make([]OnceEvent, 0, len(events)+1)
@@ -171,6 +177,16 @@ func (b *Batcher) Lead(ev OnceEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.lead = &ev
+}
+
+// Mirror makes every batch of message chunks also go to run runID's stream
+// (best effort, in a round trip of its own): a sub-agent's
+// tokens appear in its parent run's SSE, each chunk scoped by the child's
+// thread_id. Call it before the first Add.
+func (b *Batcher) Mirror(runID string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.mirror = runID
 }
 
 // Flush appends the buffered chunks now.

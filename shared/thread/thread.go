@@ -181,7 +181,7 @@ func (s *Store) List(ctx context.Context, uid, agentID string, limit, offset int
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+threadCols+` FROM conversations c `+latestRunJoin+`
 		WHERE c.uid = $1 AND c.status <> 'deleted' AND ($2 = '' OR c.agent_id = $2)
-			AND coalesce(c.extra_metadata->>'source', '') NOT IN ('agent_call', 'agent_evaluation')
+			AND coalesce(c.extra_metadata->>'source', '') NOT IN ('agent_call', 'agent_evaluation', 'subagent')
 		ORDER BY c.is_pinned DESC, c.updated_at DESC, c.id DESC LIMIT $3 OFFSET $4`, uid, agentID, limit, offset)
 	if err != nil {
 		return nil, err

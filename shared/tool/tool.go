@@ -50,6 +50,11 @@ type Result struct {
 	IsError bool
 	// Interrupt, when set, makes the run stop as interrupted until the user answers.
 	Interrupt *Interrupt
+	// Deferred: the tool has arranged for its result to be recorded later by
+	// someone else (a sub-agent call completes when the child run's
+	// run.finished event is handled); tool-invoke records nothing now and no
+	// function waits.
+	Deferred bool
 }
 
 // Interrupt asks the user for input.

@@ -29,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/subagent"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
@@ -69,6 +70,9 @@ type Config struct {
 	// process at exact moments (see the README, "Durability").
 	Crash        func(point string)
 	RetryBackoff time.Duration // first model retry delay (default 500ms)
+	// Summaries, when set, compresses long contexts (L1 trimming, L2
+	// summaries; see compaction.go); nil sends the whole transcript.
+	Summaries Summaries
 }
 
 // Handler handles io.yuxi.agent.step.ready.v1.
@@ -167,7 +171,12 @@ func (s *step) execute(ctx context.Context) error {
 			return fmt.Errorf("tools of run %s: %w", r.ID, err) // retried
 		}
 	}
-	req := llm.Request{Model: modelID, Messages: buildMessages(r.Payload.Context.SystemPrompt, s.claim.Transcript), Tools: toolSpecs(specs)}
+	specs = subagent.FilterSpecs(r, specs)
+	msgs, err := s.contextMessages(ctx, model, modelID)
+	if err != nil {
+		return s.release(ctx, fmt.Errorf("context of run %s: %w", r.ID, err)) // retried
+	}
+	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
@@ -226,9 +235,20 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 	var cancelled, leaseLost atomic.Bool
 	cancelCh, stopWatch := h.stream.WatchCancel(streamCtx, r.ID)
 	defer stopWatch()
+	var parentCh <-chan struct{} // nil: never fires
+	if r.RunType == run.TypeSubagent && r.CreatedByRunID != nil {
+		// A cancelled parent has already cascaded cancel_requested to this
+		// child (shared/run); its signal stops the child's stream as well.
+		ch, stopParent := h.stream.WatchCancel(streamCtx, *r.CreatedByRunID)
+		defer stopParent()
+		parentCh = ch
+	}
 	go func() {
 		select {
 		case <-cancelCh:
+			cancelled.Store(true)
+			stop()
+		case <-parentCh:
 			cancelled.Store(true)
 			stop()
 		case <-streamCtx.Done():
@@ -265,6 +285,9 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 		b := h.stream.NewBatcher(r.ID, r.ThreadID, h.cfg.FlushEvery, 512)
 		if m := s.metadata(); m != nil {
 			b.Lead(*m)
+		}
+		if r.RunType == run.TypeSubagent && r.CreatedByRunID != nil {
+			b.Mirror(*r.CreatedByRunID) // the child's tokens in the parent's SSE, scoped by the child's thread
 		}
 		deltas := 0
 		resp, err := model.Stream(streamCtx, req, func(d llm.Delta) error {

@@ -45,8 +45,17 @@ type Files interface {
 	Sweep(ctx context.Context) error
 }
 
+// Subagents is told of every finished run after its stream is closed: a
+// finished sub-agent run completes the parent's tool calls waiting for it; a
+// failed or cancelled parent cancels its children (shared/subagent).
+type Subagents interface {
+	RunFinished(ctx context.Context, r run.Run) error
+}
+
 // Config tunes the sweeps.
 type Config struct {
+	// Subagents, when set, continues parents of finished sub-agent runs.
+	Subagents Subagents
 	// Files, when set, also sweeps knowledge-base ingestion.
 	Files Files
 	Sweep run.SweepConfig
@@ -92,6 +101,11 @@ func (h *Handler) RunFinished(ctx context.Context, in events.RunFinished) error 
 	}
 	if err != nil {
 		return err
+	}
+	if h.cfg.Subagents != nil {
+		if err := h.cfg.Subagents.RunFinished(ctx, r); err != nil {
+			return err // retried; the hook is idempotent
+		}
 	}
 	if h.cfg.Crash != nil {
 		h.cfg.Crash("dispatch.before_next")

@@ -120,6 +120,10 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 		<-started
 		return err // infrastructure failure: retried
 	}
+	if res.Deferred {
+		<-started
+		return nil // recorded later (e.g. when a sub-agent run finishes)
+	}
 	out := run.ToolResult{Status: run.ToolSuccess, Output: truncate(res.Output, h.cfg.MaxOutput)}
 	switch {
 	case res.Interrupt != nil:

@@ -19,10 +19,12 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/compaction"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/subagent"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/webtool"
@@ -36,6 +38,11 @@ type Kit struct {
 	Agents  *agent.Store
 	Threads *thread.Store
 	Queue   *queue.Service
+	// Subagents runs the sub-agent tools (registered in Tools) and the
+	// dispatcher's run.finished hook.
+	Subagents *subagent.Service
+	// Summaries stores context compression summaries (agent-step).
+	Summaries *compaction.Store
 }
 
 // Open builds the kit on core. The tool registry holds the builtin tools plus
@@ -46,11 +53,14 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	c := core.Config
 	web := webtool.Tools(webtool.Config{Provider: c.WebSearchProvider, TavilyKey: c.TavilyAPIKey, TavilyBaseURL: c.TavilyBaseURL,
 		DoubaoKey: c.DoubaoSearchAPIKey, DoubaoBaseURL: c.DoubaoSearchBaseURL, FetchOff: c.WebFetchOff}, c.Outbound().Client())
-	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
-	k.Tools = tool.NewRegistry(append(base, more...)...)
 	k.Runs = run.NewStore(core.Pool, core.Outbox, core.Stream, core.Log)
-	k.Agents = agent.NewStore(core.Pool, k.Tools.Has)
+	k.Agents = agent.NewStore(core.Pool, func(name string) bool { return k.Tools.Has(name) })
 	k.Threads = thread.NewStore(core.Pool)
+	k.Summaries = compaction.NewStore(core.Pool)
+	k.Subagents = subagent.New(subagent.Deps{Pool: core.Pool, Runs: k.Runs, Agents: k.Agents, Threads: k.Threads, Cancel: core.Stream, Log: core.Log})
+	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
+	base = append(base, k.Subagents.Tools()...)
+	k.Tools = tool.NewRegistry(append(base, more...)...)
 	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Models}, core.Stream)
 	return k
 }
