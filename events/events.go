@@ -74,8 +74,10 @@ func (e StepReady) Correlation() (string, string) { return e.RunID, e.ThreadID }
 // ToolCallRequested: run the tool call ToolCallID recorded by step StepNo.
 // ToolCallID is the idempotency key tools with side effects deduplicate on.
 type ToolCallRequested struct {
-	RunID      string `json:"run_id"`
-	ThreadID   string `json:"thread_id"`
+	RunID    string `json:"run_id"`
+	ThreadID string `json:"thread_id"`
+	// StepNo is the step whose turn made the call; 0 for the calls a
+	// resume approved (tool approval), which run before its step 1.
 	StepNo     int    `json:"step_no"`
 	ToolCallID string `json:"tool_call_id"`
 }

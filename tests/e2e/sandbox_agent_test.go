@@ -114,7 +114,7 @@ func TestAgentRunsAScriptAfterApproval(t *testing.T) {
 			return llmtest.Calls(llmtest.ToolCall{ID: "call_w", Name: "write_file",
 				Arguments: `{"file_path":"/home/gem/user-data/outputs/hello.py","content":"import sys\nprint('hello from', sys.version_info[0])\nopen('/home/gem/user-data/outputs/runs.log','a').write('ran\\n')\n"}`})
 		case 1:
-			return llmtest.Calls(llmtest.ToolCall{ID: "call_x", Name: "execute", Arguments: `{"command":"python3 outputs/hello.py"}`})
+			return llmtest.Calls(llmtest.ToolCall{ID: "call_x", Name: "execute", Arguments: `{"command":"python3 /home/gem/user-data/outputs/hello.py"}`})
 		}
 		return llmtest.Text("output: " + strings.TrimSpace(req.Messages[len(req.Messages)-1].Content))
 	})
