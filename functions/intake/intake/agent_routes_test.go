@@ -19,8 +19,10 @@ func keysOf(m map[string]any) []string {
 func TestAgentRoutesBackendsFilterItemsByRole(t *testing.T) {
 	t.Parallel()
 	a := newChatAPI(t)
-	adminItems := []string{"knowledges", "max_execution_steps", "model", "model_retry_times", "system_prompt", "tools"}
-	userItems := []string{"knowledges", "model", "system_prompt", "tools"}
+	adminItems := []string{"knowledges", "max_execution_steps", "mcps", "model", "model_retry_times", "preload_skills", "skills", "subagents",
+		"summary_keep_messages", "summary_l2_trigger_ratio", "summary_prompt", "summary_threshold", "summary_tool_result_token_limit",
+		"system_prompt", "tool_approval_mode", "tools"}
+	userItems := []string{"knowledges", "mcps", "model", "preload_skills", "skills", "subagents", "system_prompt", "tool_approval_mode", "tools"}
 
 	for _, tc := range []struct {
 		uid   string
