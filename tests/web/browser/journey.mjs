@@ -93,7 +93,7 @@ try {
   await page.fill('#kb-name', 'Handbook')
   await page.fill('#kb-desc', 'Company handbook')
   await page.getByTestId('kb-create').click()
-  await page.waitForURL('**/knowledge/kb_*')
+  await page.waitForURL(/\/knowledge\/[^/]+$/)
   await page.getByTestId('kb-upload').setInputFiles(mdFile)
   await page.locator('[data-testid=kb-files] tr[data-status=indexed]').waitFor({ timeout: 60000 })
   await shot('kb-indexed')
