@@ -112,7 +112,9 @@ export class RunState {
         break
       case 'end':
         this.ended = p.status ?? 'completed'
-        for (const m of this.byMessage.values()) { m.live = false; if (this.ended !== 'completed' && this.ended !== 'interrupted') m.status = this.ended ?? undefined }
+        for (const m of this.byMessage.values()) {
+          for (const tv of m.tools) if (tv.status === 'running') tv.status = this.ended === 'interrupted' ? 'interrupted' : this.ended ?? 'cancelled'
+          m.live = false; if (this.ended !== 'completed' && this.ended !== 'interrupted') m.status = this.ended ?? undefined }
         break
     }
   }
