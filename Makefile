@@ -36,7 +36,7 @@ docker-engine: ## Make a Docker Engine answer for the docker sandbox tests (inst
 	@infra/sandbox-provisioner/backend/docker/dockertest/engine.sh >/dev/null
 
 # Test folders with a package.json + package-lock.json (npm ci installs them).
-NPM_DIRS := tests/e2e/openai-npm
+NPM_DIRS := tests/e2e/openai-npm tests/web/browser
 
 .PHONY: npm-deps
 npm-deps: ## Install the npm packages tests use (the official openai client), and Node.js when missing
@@ -58,8 +58,29 @@ mcp-test-deps: ## Install node (apt) and the reference MCP server the MCP tests 
 	@cd tests/mcpeverything && { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
 		{ npm ci --no-audit --no-fund --loglevel=error >/dev/null && cp package-lock.json node_modules/.installed-lock; }; }
 
+# The web UI (web/): rebuilt into web/dist only when a source changed.
+WEB_SOURCES := $(shell find web/src -type f 2>/dev/null) web/index.html web/vite.config.ts web/tsconfig.json web/package.json web/package-lock.json
+
+.PHONY: web
+web: web/dist/index.html ## Build the web UI into web/dist when its sources changed (npm ci; Node.js from apt when missing)
+
+web/dist/index.html: $(WEB_SOURCES)
+	@command -v npm >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "web: installing nodejs and npm"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq nodejs npm >/dev/null; }
+	@cd web && { cmp -s package-lock.json node_modules/.installed-lock 2>/dev/null || \
+		{ npm ci --no-audit --no-fund --loglevel=error >/dev/null && cp package-lock.json node_modules/.installed-lock; }; }
+	cd web && npm run --silent build >/dev/null
+	@touch $@
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium (the browser test drives it) when missing
+	@command -v chromium >/dev/null 2>&1 || { sudo=""; [ "$$(id -u)" = 0 ] || sudo="sudo -n"; \
+		echo "chromium: installing"; \
+		$$sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 $$sudo apt-get install -y -qq chromium >/dev/null; }
+
 .PHONY: run
-run: services sandbox-tools ## Run the whole platform in one process on PORT (default 5050)
+run: services sandbox-tools web ## Run the whole platform in one process on PORT (default 5050)
 	PORT=$(PORT) $(GO) run ./infra/local/cmd/yuxi-server
 
 .PHONY: test
@@ -67,7 +88,7 @@ run: services sandbox-tools ## Run the whole platform in one process on PORT (de
 # minutes with -race on a busy 2-core machine (about 3.5 without), well inside
 # the 20-minute budget. Subprocesses the crash and multiprocess tests start are
 # built without -race; the packages they run are raced by their own tests.
-test: services tools sandbox-tools docker-engine npm-deps mcp-test-deps ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
+test: services tools sandbox-tools docker-engine npm-deps mcp-test-deps web chromium ## Run every test with -race against real PostgreSQL and Redis (what CI runs)
 	PATH="$(GOBIN):$$PATH" $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: fuzz

@@ -77,7 +77,12 @@ type options struct {
 	models     Models
 	sandbox    *sandbox.Client
 	sandboxCfg sandboxtool.Config
+	webDir     string
 }
+
+// WithWeb serves the built web UI in dir (web/dist) at / next to the API
+// (WebHandler).
+func WithWeb(dir string) Option { return func(o *options) { o.webDir = dir } }
 
 // WithModels replaces the model registry for agent steps.
 func WithModels(m Models) Option { return func(o *options) { o.models = m } }
@@ -164,7 +169,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets,
 		Graph: graph.NewPostgres(core.Pool)})
-	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
+	var handler = api.Handler()
+	if o.webDir != "" {
+		handler = WebHandler(o.webDir, handler)
+	}
+	return &Platform{App: app, Handler: handler, Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
 		hub: hub, sweep: disp, eval: eval}, nil
 }
 

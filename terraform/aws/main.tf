@@ -297,6 +297,22 @@ resource "aws_cloudfront_origin_access_control" "web" {
   signing_protocol                  = "sigv4"
 }
 
+# The SPA fallback: a page path (no file extension) is the app's index.html,
+# its router shows the page; /api/* never reaches this behaviour.
+resource "aws_cloudfront_function" "web_spa" {
+  name    = "${var.name}-web-spa"
+  runtime = "cloudfront-js-2.0"
+  comment = "Serve index.html for the web UI's page paths"
+  publish = true
+  code    = <<-EOT
+    function handler(event) {
+      var r = event.request;
+      if (r.uri.indexOf('.') < 0) { r.uri = '/index.html'; }
+      return r;
+    }
+  EOT
+}
+
 resource "aws_cloudfront_distribution" "web" {
   enabled             = true
   default_root_object = "index.html"
@@ -324,7 +340,11 @@ resource "aws_cloudfront_distribution" "web" {
     viewer_protocol_policy = "redirect-to-https"
     allowed_methods        = ["GET", "HEAD"]
     cached_methods         = ["GET", "HEAD"]
-    cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6" # Managed-CachingOptimized
+    cache_policy_id        = "658327ea-f89d-4fab-a63d-7e88639e58f6" # Managed-CachingOptimized (honours the objects' Cache-Control)
+    function_association {
+      event_type   = "viewer-request"
+      function_arn = aws_cloudfront_function.web_spa.arn
+    }
   }
 
   ordered_cache_behavior {

@@ -9,7 +9,7 @@ output "web_url" {
 }
 
 output "web_upload" {
-  value       = "aws s3 sync ${var.web_dir} s3://${aws_s3_bucket.web.bucket}/ --delete"
+  value       = "aws s3 sync ${var.web_dir} s3://${aws_s3_bucket.web.bucket}/ --delete --exclude index.html --cache-control 'public, max-age=31536000, immutable' && aws s3 cp ${var.web_dir}/index.html s3://${aws_s3_bucket.web.bucket}/index.html --cache-control no-cache"
   description = "The command that uploads the built web UI."
 }
 

@@ -83,6 +83,8 @@ var resources = map[string]*schema{
 		"iam_instance_profile", "key_name", "associate_public_ip_address", "tags"),
 		map[string]*schema{"root_block_device": s(a("volume_size", "volume_type", "encrypted"), nil)},
 		"id", "arn", "private_ip", "public_ip", "private_dns"),
+	"aws_cloudfront_function": s(a("name", "runtime", "code", "comment", "publish", "key_value_store_associations"), nil,
+		"id", "arn", "etag", "live_stage_etag", "status"),
 	"aws_cloudfront_origin_access_control": s(a("name", "description", "origin_access_control_origin_type", "signing_behavior", "signing_protocol"), nil, "id", "etag"),
 	"aws_cloudfront_distribution": s(a("enabled", "default_root_object", "comment", "price_class", "aliases", "http_version", "is_ipv6_enabled", "web_acl_id", "tags"),
 		map[string]*schema{
@@ -93,7 +95,8 @@ var resources = map[string]*schema{
 					"s3_origin_config": s(a("origin_access_identity"), nil),
 				}),
 			"default_cache_behavior": s(a("target_origin_id", "viewer_protocol_policy", "allowed_methods", "cached_methods", "cache_policy_id",
-				"origin_request_policy_id", "response_headers_policy_id", "compress"), nil),
+				"origin_request_policy_id", "response_headers_policy_id", "compress"),
+				map[string]*schema{"function_association": s(a("event_type", "function_arn"), nil)}),
 			"ordered_cache_behavior": s(a("path_pattern", "target_origin_id", "viewer_protocol_policy", "allowed_methods", "cached_methods",
 				"cache_policy_id", "origin_request_policy_id", "response_headers_policy_id", "compress"), nil),
 			"restrictions":          s(nil, map[string]*schema{"geo_restriction": s(a("restriction_type", "locations"), nil)}),

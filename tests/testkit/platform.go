@@ -99,6 +99,22 @@ func StartLocal(t testing.TB, extra Env, opts ...local.Option) *Local {
 // database, Redis and model server): two instances behind one load balancer.
 func StartLocalOn(t testing.TB, st Stack, extra Env, opts ...local.Option) *Local {
 	t.Helper()
+	l := startLocal(t, st, extra, opts...)
+	anon := &Client{T: t, Base: l.URL}
+	l.Admin = anon.Login("admin", "admin-password")
+	return l
+}
+
+// StartFirstRun runs the platform in-process like StartLocal but leaves it
+// at its first run: no account exists yet and Admin is nil (the web UI test
+// creates the superadmin through the first-run screen).
+func StartFirstRun(t testing.TB, extra Env, opts ...local.Option) *Local {
+	t.Helper()
+	return startLocal(t, NewStack(t), extra, opts...)
+}
+
+func startLocal(t testing.TB, st Stack, extra Env, opts ...local.Option) *Local {
+	t.Helper()
 	env := st.Env(extra)
 	cfg, err := bootstrap.Load(env.Getenv, env.List(), "0")
 	if err != nil {
@@ -126,10 +142,7 @@ func StartLocalOn(t testing.TB, st Stack, extra Env, opts ...local.Option) *Loca
 			t.Logf("platform stopped: %v", err)
 		}
 	})
-	l := &Local{Stack: st, URL: "http://" + addr.String(), P: p}
-	anon := &Client{T: t, Base: l.URL}
-	l.Admin = anon.Login("admin", "admin-password")
-	return l
+	return &Local{Stack: st, URL: "http://" + addr.String(), P: p}
 }
 
 // RepoRoot finds the module root.

@@ -49,12 +49,21 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
-	p, err := local.New(ctx, cfg, local.WithSandbox(sb, sandboxtool.Config{ExecTimeout: execTimeout}))
+	// The web UI (make web builds web/dist; YUXI_WEB_DIR elsewhere, "off" for none).
+	webDir := getenv("YUXI_WEB_DIR")
+	if webDir == "" {
+		webDir = "web/dist"
+	}
+	opts := []local.Option{local.WithSandbox(sb, sandboxtool.Config{ExecTimeout: execTimeout})}
+	if webDir != "off" {
+		opts = append(opts, local.WithWeb(webDir))
+	}
+	p, err := local.New(ctx, cfg, opts...)
 	if err != nil {
 		return err
 	}
 	return p.Run(ctx, ":"+cfg.Port, func(a net.Addr) {
-		fmt.Fprintf(os.Stderr, "yuxi: ready, API on http://%s (all functions in one process; sandbox provisioner backend %s)\n", a, h.Backend)
+		fmt.Fprintf(os.Stderr, "yuxi: ready, web UI and API on http://%s (all functions in one process; sandbox provisioner backend %s)\n", a, h.Backend)
 	})
 }
 

@@ -1,0 +1,21 @@
+import { createRouter, createWebHistory } from 'vue-router'
+import { token } from './api'
+import LoginView from './views/LoginView.vue'
+import ChatView from './views/ChatView.vue'
+
+export const router = createRouter({
+  history: createWebHistory(),
+  routes: [
+    { path: '/', redirect: '/chat' },
+    { path: '/login', component: LoginView, meta: { public: true } },
+    { path: '/chat/:threadId?', component: ChatView },
+    { path: '/knowledge', component: () => import('./views/KnowledgeView.vue') },
+    { path: '/knowledge/:kbId', component: () => import('./views/KBDetailView.vue') },
+    { path: '/agents', component: () => import('./views/AgentsView.vue') },
+    { path: '/:rest(.*)*', redirect: '/chat' },
+  ],
+})
+
+router.beforeEach((to) => {
+  if (!to.meta.public && !token.value) return { path: '/login', query: to.fullPath !== '/chat' ? { next: to.fullPath } : {} }
+})
