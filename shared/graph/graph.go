@@ -31,7 +31,7 @@
 // the deleting transaction (Postgres.RemoveFilesTx/RemoveKBTx, installed
 // as kb.GraphCleaner).
 //
-// Imported by: functions/intake, functions/kb-graph, infra/local,
+// Imported by: functions/intake, functions/kb-graph,
 // shared/bootstrap/knowledge, shared/graph/graphtest and tests. May import:
 // events, shared/access, shared/failure, shared/kb, shared/llm,
 // shared/outbox, shared/postgres, pgx and the standard library.
