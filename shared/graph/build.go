@@ -69,11 +69,18 @@ type Builder struct {
 	Files     Files
 	Models    ChatModels
 	Outbox    Outbox
-	KBs       KBs
+	KBs       ManageKBs
+}
+
+// ManageKBs is KBs plus the manage check of the graph-build routes that
+// change a graph (kb.Store.GetManaged: 403 when the subject only reads).
+type ManageKBs interface {
+	KBs
+	GetManaged(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error)
 }
 
 // NewBuilder returns a builder over the embedded engine's tables in pool.
-func NewBuilder(pool *pgxpool.Pool, engine Engine, files Files, models ChatModels, ob Outbox, kbs KBs) *Builder {
+func NewBuilder(pool *pgxpool.Pool, engine Engine, files Files, models ChatModels, ob Outbox, kbs ManageKBs) *Builder {
 	return &Builder{Pool: pool, Engine: engine, Extractor: NewExtractor(pool, engine), Files: files, Models: models, Outbox: ob, KBs: kbs}
 }
 
@@ -177,14 +184,28 @@ func (b *Builder) capable(ctx context.Context, sub access.Subject, kbID string) 
 	return (&Service{Engine: b.Engine, KBs: b.KBs}).readable(ctx, sub, kbID)
 }
 
-// Configure sets a knowledge base's extractor (the route checks manage
-// access). Changing the model or the entity/relation types warns and resets
+// manageable: the subject may manage the knowledge base, which has a graph.
+func (b *Builder) manageable(ctx context.Context, sub access.Subject, kbID string) error {
+	if strings.TrimSpace(kbID) == "" {
+		return failure.Invalid("kb_id_required", "kb_id is required")
+	}
+	k, err := b.KBs.GetManaged(ctx, sub, kbID)
+	if err != nil {
+		return err
+	}
+	if !graphCapable(k) {
+		return failure.NotFound("graph_unsupported", "knowledge base %s (%s) has no graph", kbID, k.KBType)
+	}
+	return nil
+}
+
+// Configure sets a knowledge base's extractor (manage access). Changing the model or the entity/relation types warns and resets
 // the graph (entities extracted under other rules would mix with the new
 // ones); changing only the concurrency keeps it. Unless in.Build is false,
 // the indexed files are then queued for extraction.
 func (b *Builder) Configure(ctx context.Context, sub access.Subject, kbID string, in ConfigInput) (ConfigResult, error) {
 	var res ConfigResult
-	if err := b.capable(ctx, sub, kbID); err != nil {
+	if err := b.manageable(ctx, sub, kbID); err != nil {
 		return res, err
 	}
 	spec := strings.TrimSpace(in.LLMModelSpec)
@@ -288,7 +309,7 @@ func (b *Builder) queue(ctx context.Context, kbID string) (int, error) {
 // Index (POST …/graph-build/index) queues the extraction of every indexed
 // file; chunks already extracted are skipped by kb-graph.
 func (b *Builder) Index(ctx context.Context, sub access.Subject, kbID string) (int, error) {
-	if err := b.capable(ctx, sub, kbID); err != nil {
+	if err := b.manageable(ctx, sub, kbID); err != nil {
 		return 0, err
 	}
 	if _, ok, err := b.Config(ctx, kbID); err != nil {
@@ -302,7 +323,7 @@ func (b *Builder) Index(ctx context.Context, sub access.Subject, kbID string) (i
 // Reset (POST …/graph-build/reset) removes the knowledge base's graph and
 // extraction progress; the extractor configuration stays.
 func (b *Builder) Reset(ctx context.Context, sub access.Subject, kbID string) error {
-	if err := b.capable(ctx, sub, kbID); err != nil {
+	if err := b.manageable(ctx, sub, kbID); err != nil {
 		return err
 	}
 	return b.reset(ctx, kbID)

@@ -77,3 +77,7 @@ func (a kbAccess) KB(ctx context.Context, sub access.Subject, kbID string) (kb.K
 func (a kbAccess) List(ctx context.Context, sub access.Subject) ([]kb.KB, error) {
 	return a.store.List(ctx, sub)
 }
+
+func (a kbAccess) GetManaged(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error) {
+	return a.store.GetManaged(ctx, sub, kbID)
+}
