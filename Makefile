@@ -3,7 +3,7 @@ SHELL := /usr/bin/env bash
 GO ?= go
 GOBIN ?= $(shell $(GO) env GOPATH)/bin
 PORT ?= 5050
-FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index evaluate
+FUNCTIONS := intake dispatcher agent-step tool-invoke doc-parse kb-index kb-graph evaluate
 RIE_VERSION := v0.0.0-20261030222936-bef5c4ba774d
 
 .DEFAULT_GOAL := help

@@ -33,6 +33,9 @@ const (
 	TypeDocumentUploaded = "io.yuxi.document.uploaded.v1"
 	// TypeDocumentParsed asks kb-index to chunk, embed and index a parsed file.
 	TypeDocumentParsed = "io.yuxi.document.parsed.v1"
+	// TypeDocumentIndexed tells kb-graph that a file's chunks were committed
+	// (kb-index emits it in the commit's transaction).
+	TypeDocumentIndexed = "io.yuxi.document.indexed.v1"
 	// TypeBucketObjectChanged: an object was created or deleted in a bucket
 	// bound to knowledge bases (decoded from S3/MinIO/GCS notifications).
 	TypeBucketObjectChanged = "io.yuxi.bucket.object.changed.v1"
@@ -113,6 +116,16 @@ type DocumentParsed struct {
 
 func (DocumentParsed) EventType() string { return TypeDocumentParsed }
 
+// DocumentIndexed: file FileID of knowledge base KBID has committed chunks
+// (any version: the receiver reads the file's current chunks, so a stale
+// or redelivered event is harmless).
+type DocumentIndexed struct {
+	KBID   string `json:"kb_id"`
+	FileID string `json:"file_id"`
+}
+
+func (DocumentIndexed) EventType() string { return TypeDocumentIndexed }
+
 // BucketObjectChanged: Op ("created" | "deleted") happened to Key in Bucket.
 // Version (an S3 version id or ETag, a GCS generation) tells repeated
 // notifications of the same object version apart from new versions.
@@ -174,6 +187,7 @@ var schemaNames = map[string]string{
 	TypeSweepRequested:       "dispatcher.sweep.requested.v1.json",
 	TypeDocumentUploaded:     "document.uploaded.v1.json",
 	TypeDocumentParsed:       "document.parsed.v1.json",
+	TypeDocumentIndexed:      "document.indexed.v1.json",
 	TypeBucketObjectChanged:  "bucket.object.changed.v1.json",
 	TypeGCSObjectFinalized:   "gcs.object.v1.json",
 	TypeGCSObjectDeleted:     "gcs.object.v1.json",
@@ -186,6 +200,6 @@ var schemaNames = map[string]string{
 // Types lists every event type this package defines a payload for.
 func Types() []string {
 	return []string{TypeStepReady, TypeToolCallRequested, TypeRunFinished, TypeSweepRequested,
-		TypeDocumentUploaded, TypeDocumentParsed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted,
+		TypeDocumentUploaded, TypeDocumentParsed, TypeDocumentIndexed, TypeBucketObjectChanged, TypeGCSObjectFinalized, TypeGCSObjectDeleted,
 		TypeEvaluationBatchReady, TypeDatasetBatchReady, TypeEvaluationTick, TypeEvaluationRegressed}
 }

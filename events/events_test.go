@@ -53,6 +53,8 @@ func decodeAny(t *testing.T, typ string, data []byte) events.Payload {
 		p, err = events.Decode[events.DocumentUploaded](data)
 	case events.TypeDocumentParsed:
 		p, err = events.Decode[events.DocumentParsed](data)
+	case events.TypeDocumentIndexed:
+		p, err = events.Decode[events.DocumentIndexed](data)
 	case events.TypeBucketObjectChanged:
 		p, err = events.Decode[events.BucketObjectChanged](data)
 	case events.TypeGCSObjectFinalized, events.TypeGCSObjectDeleted:

@@ -40,7 +40,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	router := core.Router("kb-index")
-	indexdoc.New(know.KBs, know.Blob, know.Keyword, know.Vectors, know.Models, core.Stream,
+	indexdoc.New(know.KBs, core.Outbox, know.Blob, know.Keyword, know.Vectors, know.Models, core.Stream,
 		indexdoc.Config{Lease: cfg.FileLease, Crash: cfg.Crasher()}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("kb-index")})

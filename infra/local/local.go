@@ -1,6 +1,6 @@
 // Package local is the all-in-one process behind `make run`: it hosts every
 // function (intake, dispatcher, agent-step, tool-invoke, doc-parse, kb-index,
-// evaluate) in one process, wires
+// kb-graph, evaluate) in one process, wires
 // them with the in-process event bus (the same routing Knative Triggers give),
 // runs the outbox relay, the dispatcher's sweep and the evaluation scheduler's
 // tick on timers, and serves the
@@ -27,6 +27,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
 	"github.com/yuxi-serverless/yuxi/functions/evaluate/evaluate"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/functions/kb-graph/graphbuild"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
@@ -36,7 +37,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
-	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -105,7 +105,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	// all, so parsing and indexing get lanes of their own, sized to leave
 	// cores to the API and chat (YUXI_INGEST_CONCURRENCY).
 	n := cfg.IngestConcurrency
-	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n,
+	lanes := map[string]int{events.TypeDocumentUploaded: n, events.TypeDocumentParsed: n, events.TypeDocumentIndexed: n,
 		events.TypeBucketObjectChanged: n, events.TypeGCSObjectFinalized: n, events.TypeGCSObjectDeleted: n,
 		events.TypeEvaluationBatchReady: n, events.TypeDatasetBatchReady: n}
 	core, err := bootstrap.OpenCore(ctx, cfg, bootstrap.Options{Function: "local", Publisher: bus, Lanes: lanes})
@@ -146,12 +146,16 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
 		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
-	index := indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, core.Stream,
+	index := indexdoc.New(k.KBs, core.Outbox, k.Blob, k.Keyword, k.Vectors, k.Models, core.Stream,
 		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 
 	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
 	evals := k.Evaluation()
 	eval := evaluate.New(evals, evaluate.Config{Crash: crash}, core.Log)
+
+	builder := k.GraphBuilder(nil, crash)
+	graphRouter := app.Router("kb-graph")
+	graphbuild.New(builder, core.Log).Register(graphRouter)
 
 	parseRouter, indexRouter, evalRouter := app.Router("doc-parse"), app.Router("kb-index"), app.Router("evaluate")
 	step.Register(stepRouter)
@@ -160,7 +164,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	parse.Register(parseRouter)
 	index.Register(indexRouter)
 	eval.Register(evalRouter)
-	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter, evalRouter))
+	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter, evalRouter, graphRouter))
 
 	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
@@ -168,12 +172,12 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets,
-		Graph: graph.NewPostgres(core.Pool)})
+		Graph: k.Graph, GraphBuild: builder})
 	var handler = api.Handler()
 	if o.webDir != "" {
 		handler = WebHandler(o.webDir, handler)
 	}
-	return &Platform{App: app, Handler: handler, Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
+	return &Platform{App: app, Handler: handler, Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter, graphRouter},
 		hub: hub, sweep: disp, eval: eval}, nil
 }
 

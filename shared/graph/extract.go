@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -42,11 +43,23 @@ Use the entity and relation types listed by the user when given; name entities a
 type Extractor struct {
 	pool   *pgxpool.Pool
 	engine Engine
+	// Tries is how often one delivery tries a chunk (default 3, with a
+	// short backoff); MaxAttempts is how many failed deliveries a chunk gets
+	// before it is left failed and skipped (default 5; the graph-build
+	// routes show it; a reset or a configuration change clears it).
+	Tries       int
+	MaxAttempts int
+	// Backoff is the wait before try n (default 200ms·n).
+	Backoff func(n int) time.Duration
+	// Crash is called at named crash points (tests): "graph.chunk_extracted"
+	// after a chunk is written and marked done.
+	Crash func(point string)
 }
 
 // NewExtractor returns an extractor writing to engine, its progress in pool.
 func NewExtractor(pool *pgxpool.Pool, engine Engine) *Extractor {
-	return &Extractor{pool: pool, engine: engine}
+	return &Extractor{pool: pool, engine: engine, Tries: 3, MaxAttempts: 5,
+		Backoff: func(n int) time.Duration { return time.Duration(n) * 200 * time.Millisecond }}
 }
 
 // ExtractResult counts what ExtractFile did.
@@ -55,6 +68,7 @@ type ExtractResult struct {
 	Skipped   int // chunks whose content was already extracted
 	Removed   int // chunks of the file that no longer exist (their graph removed)
 	Failed    int // chunks whose extraction failed this time
+	GaveUp    int // chunks left failed after MaxAttempts deliveries (not tried)
 }
 
 // ExtractFile brings the graph of file fileID up to date with chunks (the
@@ -76,11 +90,12 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	for i, c := range chunks {
 		ids[i] = c.ID
 	}
-	rows, err := x.pool.Query(ctx, `SELECT chunk_id, status FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = $2`, kbID, fileID)
+	rows, err := x.pool.Query(ctx, `SELECT chunk_id, status, attempts FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = $2`, kbID, fileID)
 	if err != nil {
 		return res, fmt.Errorf("load extraction progress: %w", err)
 	}
 	done := map[string]bool{}
+	gaveUp := map[string]bool{}
 	var stale []string
 	current := make(map[string]bool, len(ids))
 	for _, id := range ids {
@@ -88,7 +103,8 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	}
 	for rows.Next() {
 		var id, status string
-		if err := rows.Scan(&id, &status); err != nil {
+		var attempts int
+		if err := rows.Scan(&id, &status, &attempts); err != nil {
 			rows.Close()
 			return res, err
 		}
@@ -96,6 +112,8 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 			stale = append(stale, id)
 		} else if status == "done" {
 			done[id] = true
+		} else if x.MaxAttempts > 0 && attempts >= x.MaxAttempts {
+			gaveUp[id] = true
 		}
 	}
 	rows.Close()
@@ -115,6 +133,8 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	for _, c := range chunks {
 		if done[c.ID] {
 			res.Skipped++
+		} else if gaveUp[c.ID] {
+			res.GaveUp++
 		} else {
 			todo = append(todo, c)
 		}
@@ -133,7 +153,7 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 		wg.Add(1)
 		go func(c ChunkText) {
 			defer func() { <-sem; wg.Done() }()
-			err := x.extractChunk(ctx, kbID, fileID, c, schema, model, modelID)
+			err := x.tryChunk(ctx, kbID, fileID, c, schema, model, modelID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {
@@ -160,6 +180,34 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 		return res, fmt.Errorf("graph extraction of file %s: %d of %d chunks failed", fileID, res.Failed, len(todo))
 	}
 	return res, nil
+}
+
+// tryChunk extracts one chunk, trying again after a failure (a model
+// error, an unreadable reply) up to x.Tries times.
+func (x *Extractor) tryChunk(ctx context.Context, kbID, fileID string, c ChunkText, schema Schema, model Model, modelID string) error {
+	tries := max(x.Tries, 1)
+	var err error
+	for n := 1; n <= tries; n++ {
+		if err = x.extractChunk(ctx, kbID, fileID, c, schema, model, modelID); err == nil {
+			if x.Crash != nil {
+				x.Crash("graph.chunk_extracted")
+			}
+			return nil
+		}
+		if n == tries || ctx.Err() != nil {
+			break
+		}
+		wait := time.Duration(0)
+		if x.Backoff != nil {
+			wait = x.Backoff(n)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+	return err
 }
 
 func (x *Extractor) extractChunk(ctx context.Context, kbID, fileID string, c ChunkText, schema Schema, model Model, modelID string) error {

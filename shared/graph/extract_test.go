@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -39,6 +40,7 @@ func TestExtractFileIsIncrementalAndResumable(t *testing.T) {
 	pool, _ := pgtest.NewDatabase(t)
 	eng := graph.NewPostgres(pool)
 	ex := graph.NewExtractor(pool, eng)
+	ex.Backoff = func(int) time.Duration { return 0 }
 	srv := llmtest.NewServer(t)
 	var garbage atomic.Bool
 	var calls atomic.Int64
@@ -56,8 +58,9 @@ func TestExtractFileIsIncrementalAndResumable(t *testing.T) {
 	if err == nil || res.Extracted != 2 || res.Failed != 1 {
 		t.Fatalf("first pass: %+v, %v; want 2 extracted, 1 failed and an error", res, err)
 	}
-	if calls.Load() != 3 {
-		t.Fatalf("model calls = %d, want 3", calls.Load())
+	// The bad reply is tried ex.Tries (3) times in the delivery.
+	if calls.Load() != 5 {
+		t.Fatalf("model calls = %d, want 5 (2 + 3 tries of f_3)", calls.Load())
 	}
 	if req := srv.Requests()[0]; !strings.Contains(req.LastUserMessage(), "Relation types: knows, likes") || req.Messages[0].Content != graph.Prompt {
 		t.Fatalf("request does not carry the fixed prompt and the schema: %+v", req.Messages)
@@ -65,7 +68,7 @@ func TestExtractFileIsIncrementalAndResumable(t *testing.T) {
 	// Redelivery: only the failed chunk is asked again.
 	garbage.Store(false)
 	res, err = ex.ExtractFile(ctx, "kb", "f", chunks, schema, model, "m", 2)
-	if err != nil || res.Extracted != 1 || res.Skipped != 2 || calls.Load() != 4 {
+	if err != nil || res.Extracted != 1 || res.Skipped != 2 || calls.Load() != 6 {
 		t.Fatalf("redelivery: %+v, %v, calls %d; want only f_3 extracted", res, err, calls.Load())
 	}
 	if s, _ := eng.Stats(ctx, "kb"); s.Entities != 4 || s.Relations != 3 {
@@ -76,7 +79,7 @@ func TestExtractFileIsIncrementalAndResumable(t *testing.T) {
 	// likes relation nothing else states.
 	chunks[1] = graph.ChunkText{ID: "f_2b", Content: "Bob knows Erin."}
 	res, err = ex.ExtractFile(ctx, "kb", "f", chunks, schema, model, "m", 2)
-	if err != nil || res.Extracted != 1 || res.Skipped != 2 || res.Removed != 1 || calls.Load() != 5 {
+	if err != nil || res.Extracted != 1 || res.Skipped != 2 || res.Removed != 1 || calls.Load() != 7 {
 		t.Fatalf("re-index: %+v, %v, calls %d", res, err, calls.Load())
 	}
 	found, _ := eng.FindEntities(ctx, "kb", "*", 10)
@@ -88,7 +91,7 @@ func TestExtractFileIsIncrementalAndResumable(t *testing.T) {
 		t.Fatalf("graph after re-index = %+v (%v), want Alice Bob Carol Dave Erin and 3 knows relations", s, names)
 	}
 	// Unchanged file: nothing asked.
-	if res, err := ex.ExtractFile(ctx, "kb", "f", chunks, schema, model, "m", 2); err != nil || res.Skipped != 3 || calls.Load() != 5 {
+	if res, err := ex.ExtractFile(ctx, "kb", "f", chunks, schema, model, "m", 2); err != nil || res.Skipped != 3 || calls.Load() != 7 {
 		t.Fatalf("unchanged: %+v, %v, calls %d", res, err, calls.Load())
 	}
 }
@@ -140,5 +143,30 @@ func TestParseExtraction(t *testing.T) {
 	}
 	if _, err := graph.ParseExtraction("no"); err == nil {
 		t.Fatal("prose accepted")
+	}
+}
+
+// A chunk that keeps failing is given up after MaxAttempts deliveries: the
+// next delivery skips it and succeeds, so the event stops being retried.
+func TestExtractFileGivesUpAfterMaxAttempts(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := pgtest.NewDatabase(t)
+	ex := graph.NewExtractor(pool, graph.NewPostgres(pool))
+	ex.Tries, ex.MaxAttempts = 1, 2
+	srv := llmtest.NewServer(t)
+	var garbage atomic.Bool
+	var calls atomic.Int64
+	garbage.Store(true)
+	srv.Handle(annotator(&garbage, &calls))
+	model := llm.NewClient(llm.Provider{ID: "fake", BaseURL: srv.URL()}, nil)
+	chunks := []graph.ChunkText{{ID: "g_1", Content: "Erin knows Finn. GARBAGE"}}
+	for i := 0; i < 2; i++ {
+		if res, err := ex.ExtractFile(ctx, "kb", "g", chunks, graph.Schema{}, model, "m", 1); err == nil || res.Failed != 1 {
+			t.Fatalf("delivery %d: %+v, %v", i+1, res, err)
+		}
+	}
+	res, err := ex.ExtractFile(ctx, "kb", "g", chunks, graph.Schema{}, model, "m", 1)
+	if err != nil || res.GaveUp != 1 || calls.Load() != 2 {
+		t.Fatalf("third delivery: %+v, %v, calls %d", res, err, calls.Load())
 	}
 }

@@ -23,9 +23,18 @@
 // Service (service.go) is the use cases of the /api/graph/* routes; it
 // checks read access through the knowledge-base library before any read.
 //
-// Imported by: functions/intake, infra/local, shared/graph/graphtest and
-// tests. May import: shared/access, shared/failure, shared/kb, shared/llm,
-// shared/postgres, pgx and the standard library.
+// Builder (build.go) is the kb-graph function's use case — on
+// io.yuxi.document.indexed.v1 it extracts a file's changed chunks with the
+// knowledge base's configured extractor (graph_extractor_configs, migration
+// 0062) — and the graph-build routes' (config, status, index, reset,
+// failed chunks). Deleting files or a knowledge base removes their graph in
+// the deleting transaction (Postgres.RemoveFilesTx/RemoveKBTx, installed
+// as kb.GraphCleaner).
+//
+// Imported by: functions/intake, functions/kb-graph,
+// shared/bootstrap/knowledge, shared/graph/graphtest and tests. May import:
+// events, shared/access, shared/failure, shared/kb, shared/llm,
+// shared/outbox, shared/postgres, pgx and the standard library.
 package graph
 
 import (

@@ -422,3 +422,40 @@ func (p *Postgres) Stats(ctx context.Context, kbID string) (Stats, error) {
 	}
 	return s, err
 }
+
+// RemoveFilesTx removes, in the caller's transaction, the mentions and
+// extraction progress of the given files and then the entities and
+// relations nothing else mentions (kb.GraphCleaner: a file deletion and its
+// graph's commit together).
+func (p *Postgres) RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error {
+	if len(fileIDs) == 0 {
+		return nil
+	}
+	if err := lockKB(ctx, tx, kbID); err != nil {
+		return err
+	}
+	ents, rels, err := dropMentions(ctx, tx, kbID, `file_id = ANY($2)`, fileIDs)
+	if err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = ANY($2)`, kbID, fileIDs); err != nil {
+		return err
+	}
+	return collect(ctx, tx, kbID, ents, rels)
+}
+
+// RemoveKBTx removes a knowledge base's whole graph, its extraction
+// progress and extractor configuration in the caller's transaction
+// (kb.GraphCleaner).
+func (p *Postgres) RemoveKBTx(ctx context.Context, tx pgx.Tx, kbID string) error {
+	if err := lockKB(ctx, tx, kbID); err != nil {
+		return err
+	}
+	for _, t := range []string{"graph_entity_mentions", "graph_relation_mentions", "graph_relations", "graph_entities",
+		"graph_chunk_extractions", "graph_extractor_configs"} {
+		if _, err := tx.Exec(ctx, `DELETE FROM `+t+` WHERE kb_id = $1`, kbID); err != nil {
+			return err
+		}
+	}
+	return nil
+}

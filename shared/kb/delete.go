@@ -97,6 +97,11 @@ func (s *Store) DeleteFilesTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, 
 	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_files WHERE file_id = ANY($1)`, ids); err != nil {
 		return out, err
 	}
+	if s.graph != nil {
+		if err := s.graph.RemoveFilesTx(ctx, tx, kbID, ids); err != nil {
+			return out, fmt.Errorf("remove the files' graph: %w", err)
+		}
+	}
 	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, kbID); err != nil {
 		return out, err
 	}

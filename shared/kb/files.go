@@ -531,3 +531,20 @@ func (s *Store) SampleChunks(ctx context.Context, kbID, seed string, offset, n i
 	})
 	return chunks, total, err
 }
+
+// IndexedFileIDs lists the indexed files of a knowledge base (graph building).
+func (s *Store) IndexedFileIDs(ctx context.Context, kbID string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT file_id FROM knowledge_files WHERE kb_id = $1 AND status = 'indexed' AND NOT is_folder
+		ORDER BY file_id`, kbID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// ChunkCount counts a knowledge base's committed chunks.
+func (s *Store) ChunkCount(ctx context.Context, kbID string) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM knowledge_chunks WHERE kb_id = $1`, kbID).Scan(&n)
+	return n, err
+}

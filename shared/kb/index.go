@@ -9,8 +9,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/chunk"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
@@ -47,13 +49,18 @@ func existingChunks(ctx context.Context, db postgres.DB, fileID string) (map[str
 	return out, rows.Err()
 }
 
-// CommitIndex is CommitIndexTx in its own transaction.
-func (s *Store) CommitIndex(ctx context.Context, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
+// CommitIndex is CommitIndexTx in its own transaction, through ob, with the
+// io.yuxi.document.indexed.v1 event of the file in the same transaction
+// (kb-graph extracts the graph of the committed chunks).
+func (s *Store) CommitIndex(ctx context.Context, ob Outbox, kw KeywordWriter, f File, chunks []IndexedChunk) ([]string, error) {
 	var removed []string
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err := ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		var err error
-		removed, err = s.CommitIndexTx(ctx, tx, kw, f, chunks)
-		return err
+		if removed, err = s.CommitIndexTx(ctx, tx, kw, f, chunks); err != nil {
+			return err
+		}
+		return emit(outbox.Pending{Payload: events.DocumentIndexed{KBID: f.KBID, FileID: f.FileID},
+			DedupeKey: fmt.Sprintf("indexed:%s:%d", f.FileID, stageStamp(f))})
 	})
 	return removed, err
 }

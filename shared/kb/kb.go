@@ -118,7 +118,20 @@ type Store struct {
 	// DefaultEmbedding is the embedding model of new KBs that name none.
 	defaultEmbedding string
 	dims             func(spec string) (int, error)
+	graph            GraphCleaner
 }
+
+// GraphCleaner removes what the knowledge graph holds of deleted files and
+// knowledge bases, in the deleting transaction (shared/graph's Postgres
+// engine), so that a deletion and its graph's go together.
+type GraphCleaner interface {
+	RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error
+	RemoveKBTx(ctx context.Context, tx pgx.Tx, kbID string) error
+}
+
+// CleanGraphWith makes deletions remove the files' and knowledge bases'
+// graph through c in their transaction (without it the graph is left alone).
+func (s *Store) CleanGraphWith(c GraphCleaner) { s.graph = c }
 
 // NewStore returns a store. defaultEmbedding is the embedding model spec of
 // KBs created without one; dims tells an embedding model's dimension.
@@ -400,6 +413,11 @@ func (s *Store) DeleteTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbI
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM knowledge_bases WHERE kb_id = $1`, kbID); err != nil {
 		return KB{}, err
+	}
+	if s.graph != nil {
+		if err := s.graph.RemoveKBTx(ctx, tx, kbID); err != nil {
+			return KB{}, fmt.Errorf("remove the knowledge graph: %w", err)
+		}
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO knowledge_base_purges (kb_id, object_prefix) VALUES ($1, $2)
 		ON CONFLICT (kb_id) DO NOTHING`, kbID, ObjectPrefix(kbID)); err != nil {

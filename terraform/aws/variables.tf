@@ -28,6 +28,7 @@ variable "functions" {
     "tool-invoke" = { memory_mb = 1024, timeout_s = 600 }
     "doc-parse"   = { memory_mb = 2048, timeout_s = 900 }
     "kb-index"    = { memory_mb = 1024, timeout_s = 900 }
+    "kb-graph"    = { memory_mb = 1024, timeout_s = 900 }
     evaluate      = { memory_mb = 1024, timeout_s = 900 }
   }
   description = "Every function built by make build-lambda (add the ones later issues bring, such as evaluate)."
@@ -41,6 +42,7 @@ variable "consumers" {
     dispatcher    = ["io.yuxi.run.finished.v1", "io.yuxi.dispatcher.sweep.requested.v1"]
     "doc-parse"   = ["io.yuxi.document.uploaded.v1", "io.yuxi.bucket.object.changed.v1"]
     "kb-index"    = ["io.yuxi.document.parsed.v1"]
+    "kb-graph"    = ["io.yuxi.document.indexed.v1"]
     evaluate      = ["io.yuxi.evaluation.batch.ready.v1", "io.yuxi.evaluation.dataset.batch.ready.v1", "io.yuxi.evaluation.tick.v1", "io.yuxi.evaluation.regressed.v1"]
   }
   description = "Event types each consuming function handles (the Knative Triggers of knative/500-triggers.yaml): one EventBridge rule and SQS queue per consumer."

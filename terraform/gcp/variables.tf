@@ -32,6 +32,7 @@ variable "functions" {
     "tool-invoke" = { memory = "1Gi", timeout = 600 }
     "doc-parse"   = { memory = "2Gi", timeout = 900 }
     "kb-index"    = { memory = "1Gi", timeout = 900 }
+    "kb-graph"    = { memory = "1Gi", timeout = 900 }
     evaluate      = { memory = "1Gi", timeout = 900 }
   }
   description = "Every function deployed as a Cloud Run service scaling to zero."
@@ -45,6 +46,7 @@ variable "consumers" {
     dispatcher    = ["io.yuxi.run.finished.v1", "io.yuxi.dispatcher.sweep.requested.v1"]
     "doc-parse"   = ["io.yuxi.document.uploaded.v1", "io.yuxi.bucket.object.changed.v1"]
     "kb-index"    = ["io.yuxi.document.parsed.v1"]
+    "kb-graph"    = ["io.yuxi.document.indexed.v1"]
     evaluate      = ["io.yuxi.evaluation.batch.ready.v1", "io.yuxi.evaluation.dataset.batch.ready.v1", "io.yuxi.evaluation.tick.v1", "io.yuxi.evaluation.regressed.v1"]
   }
   description = "Event types each consuming function handles: one Pub/Sub topic per consumer, an Eventarc trigger from it."

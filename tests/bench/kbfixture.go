@@ -128,7 +128,7 @@ func (e *env) openKnowledgeApp(ctx context.Context, db benchkit.DB, prefix, blob
 // over the fixture's engines; batch is its embedding batch (0: default).
 func (kn *knowledge) indexer(batch int) *indexdoc.Handler {
 	k := kn.app.Knowledge
-	return indexdoc.New(k.KBs, k.Blob, k.Keyword, k.Vectors, k.Models, nil, indexdoc.Config{Batch: batch}, kn.app.Log)
+	return indexdoc.New(k.KBs, kn.app.Core.Outbox, k.Blob, k.Keyword, k.Vectors, k.Models, nil, indexdoc.Config{Batch: batch}, kn.app.Log)
 }
 
 // mdDoc is a document to ingest as a Markdown file.

@@ -28,7 +28,7 @@ var heavyPackages = []struct{ name, path string }{
 // Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
-// engines; agent-step only offers the tools' specs to the model; evaluate
+// engines; kb-graph opens them to read indexed files' chunks; agent-step only offers the tools' specs to the model; evaluate
 // retrieves from knowledge bases. The MCP SDK: agent-step lists an MCP server's
 // tools when it fixes a run's tool manifest, tool-invoke calls them, intake
 // tests and lists servers.
@@ -42,6 +42,7 @@ var functionLinks = map[string][]string{
 	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
 	"kb-index":    {"kb", "minio", "aws-sdk", "pubsub"},
+	"kb-graph":    {"kb", "minio", "aws-sdk", "pubsub"},
 	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
 	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"agent-step":  {"aws-sdk", "pubsub", "mcp-sdk"},

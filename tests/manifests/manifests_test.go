@@ -36,6 +36,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/functions/doc-parse/parsedoc"
 	"github.com/yuxi-serverless/yuxi/functions/evaluate/evaluate"
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/functions/kb-graph/graphbuild"
 	"github.com/yuxi-serverless/yuxi/functions/kb-index/indexdoc"
 	"github.com/yuxi-serverless/yuxi/functions/tool-invoke/toolinvoke"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -86,6 +87,7 @@ var handledBy = map[string]string{
 	events.TypeGCSObjectFinalized:  "doc-parse",
 	events.TypeGCSObjectDeleted:    "doc-parse",
 	events.TypeDocumentParsed:      "kb-index",
+	events.TypeDocumentIndexed:     "kb-graph",
 
 	events.TypeEvaluationBatchReady: "evaluate",
 	events.TypeDatasetBatchReady:    "evaluate",
@@ -111,7 +113,8 @@ func eventRouters() map[string]*faas.Router {
 	add("tool-invoke", toolinvoke.New(nil, nil, nil, toolinvoke.Config{}, nil).Register)
 	add("dispatcher", dispatcher.New(nil, nil, nil, dispatcher.Config{}, nil).Register)
 	add("doc-parse", parsedoc.New(nil, nil, nil, nil, nil, nil, nil, nil, parsedoc.Config{}, nil).Register)
-	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
+	add("kb-index", indexdoc.New(nil, nil, nil, nil, nil, nil, nil, indexdoc.Config{}, nil).Register)
+	add("kb-graph", graphbuild.New(nil, nil).Register)
 	add("evaluate", evaluate.New(nil, evaluate.Config{}, nil).Register)
 	return out
 }

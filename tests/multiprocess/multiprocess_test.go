@@ -25,7 +25,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
-var functions = []string{"intake", "dispatcher", "agent-step", "tool-invoke", "doc-parse", "kb-index", "evaluate"}
+var functions = []string{"intake", "dispatcher", "agent-step", "tool-invoke", "doc-parse", "kb-index", "kb-graph", "evaluate"}
 
 // ingressLog records the types of events the broker accepted.
 type ingressLog struct {

@@ -50,12 +50,15 @@ type Deps struct {
 	KBs *kb.Store
 	// Graph is the knowledge-graph engine of the /api/graph/* routes (nil:
 	// they answer 404 graph_unavailable).
-	Graph     graph.Engine
-	Retriever *kb.Retriever
-	Blob      blob.Store
-	Keyword   kb.KeywordIndex
-	Vectors   kb.VectorStore
-	Outbox    *outbox.Outbox
+	Graph graph.Engine
+	// GraphBuild is the graph-build routes' use cases (nil: they answer 404
+	// graph_unavailable); its KBs is set here.
+	GraphBuild *graph.Builder
+	Retriever  *kb.Retriever
+	Blob       blob.Store
+	Keyword    kb.KeywordIndex
+	Vectors    kb.VectorStore
+	Outbox     *outbox.Outbox
 	// Evaluation serves /api/evaluation (nil: those routes answer 503).
 	Evaluation *evaluation.Service
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).

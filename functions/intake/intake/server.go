@@ -28,6 +28,8 @@ type Server struct {
 	kb *kb.Library
 	// graph runs the /api/graph/* use cases (nil: not configured).
 	graph *graph.Service
+	// graphBuild runs the graph-build use cases (nil: not configured).
+	graphBuild *graph.Builder
 	// inv runs the invocation routes' use cases (agent-call, channels, eval, /v1).
 	inv *invoke.Service
 }
@@ -47,6 +49,11 @@ func New(d Deps) *Server {
 			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Buckets: d.Buckets, Log: d.Log})
 		if d.Graph != nil {
 			s.graph = &graph.Service{Engine: d.Graph, KBs: kbAccess{lib: s.kb, store: d.KBs}}
+		}
+		if d.GraphBuild != nil {
+			b := *d.GraphBuild
+			b.KBs = kbAccess{lib: s.kb, store: d.KBs}
+			s.graphBuild = &b
 		}
 	}
 	return s
@@ -69,4 +76,8 @@ func (a kbAccess) KB(ctx context.Context, sub access.Subject, kbID string) (kb.K
 
 func (a kbAccess) List(ctx context.Context, sub access.Subject) ([]kb.KB, error) {
 	return a.store.List(ctx, sub)
+}
+
+func (a kbAccess) GetManaged(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error) {
+	return a.store.GetManaged(ctx, sub, kbID)
 }

@@ -42,7 +42,7 @@ func (e *env) createKB(t *testing.T, in kb.CreateInput) kb.KB { return e.CreateK
 
 // handler builds kb-index's handler over e, as functions/kb-index does.
 func (e *env) handler(cfg indexdoc.Config) *indexdoc.Handler {
-	return indexdoc.New(e.KBs, e.Objs, e.Keyword, e.Vectors, e.em, nil, cfg, e.Log)
+	return indexdoc.New(e.KBs, e.Outbox, e.Objs, e.Keyword, e.Vectors, e.em, nil, cfg, e.Log)
 }
 
 // parsed registers a file of kbID and takes it through the parse stage with

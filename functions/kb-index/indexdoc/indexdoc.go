@@ -2,7 +2,8 @@
 // parsed file, embeds the chunks that are new (unchanged content keeps its
 // chunk id and vector: embeddings are cached by content hash), writes the
 // vectors, then replaces the file's chunks and keyword postings in one
-// transaction and marks the file indexed.
+// transaction and marks the file indexed, emitting io.yuxi.document.indexed.v1
+// (for kb-graph) through the outbox in the same transaction.
 //
 // The file's status moves parsed → indexing → indexed | error_indexing. The
 // indexing stage is a lease on the file row (see parsedoc). A crash mid-file
@@ -58,6 +59,7 @@ type Config struct {
 // Handler handles document.parsed.
 type Handler struct {
 	kbs       *kb.Store
+	ob        kb.Outbox
 	store     blob.Store
 	kw        kb.KeywordWriter
 	vectors   Vectors
@@ -68,7 +70,7 @@ type Handler struct {
 }
 
 // New returns the handler. notify may be nil.
-func New(kbs *kb.Store, store blob.Store, kw kb.KeywordWriter, vectors Vectors, embedders Embedders, notify Notifier, cfg Config, log *slog.Logger) *Handler {
+func New(kbs *kb.Store, ob kb.Outbox, store blob.Store, kw kb.KeywordWriter, vectors Vectors, embedders Embedders, notify Notifier, cfg Config, log *slog.Logger) *Handler {
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Minute
 	}
@@ -81,7 +83,7 @@ func New(kbs *kb.Store, store blob.Store, kw kb.KeywordWriter, vectors Vectors, 
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{kbs: kbs, store: store, kw: kw, vectors: vectors, embedders: embedders, cfg: cfg, log: log,
+	return &Handler{kbs: kbs, ob: ob, store: store, kw: kw, vectors: vectors, embedders: embedders, cfg: cfg, log: log,
 		stage: kb.Stage{Store: kbs, Notify: notify, MaxAttempts: cfg.MaxAttempts, Log: log}}
 }
 
@@ -163,7 +165,7 @@ func (h *Handler) index(ctx context.Context, f kb.File) error {
 		return err
 	}
 	h.crash("index.before_commit")
-	removed, err := h.kbs.CommitIndex(ctx, h.kw, f, indexed)
+	removed, err := h.kbs.CommitIndex(ctx, h.ob, h.kw, f, indexed)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ ZIPS=/opt/yuxi/lambda
 ROLE=arn:aws:iam::${ACCOUNT}:role/yuxi-lambda
 ENDPOINT=http://localhost.localstack.cloud:4566
 
-FUNCTIONS="intake dispatcher agent-step tool-invoke doc-parse kb-index evaluate"
+FUNCTIONS="intake dispatcher agent-step tool-invoke doc-parse kb-index kb-graph evaluate"
 
 ENV_JSON="{\"Variables\":{\"DATABASE_URL\":\"${YUXI_DATABASE_URL}\",\"REDIS_URL\":\"${YUXI_REDIS_URL}\",\"YUXI_RELAY\":\"eventbridge\",\"YUXI_EVENTBRIDGE_BUS\":\"${BUS}\",\"YUXI_AWS_ENDPOINT\":\"${ENDPOINT}\",\"YUXI_BLOB_URI\":\"s3://${BUCKET}/objects?endpoint=localhost.localstack.cloud:4566&ssl=false\",\"YUXI_CREATE_DATABASE\":\"true\"}}"
 
@@ -44,6 +44,7 @@ tool-invoke:io.yuxi.tool.call.requested.v1
 dispatcher:io.yuxi.run.finished.v1,io.yuxi.dispatcher.sweep.requested.v1
 doc-parse:io.yuxi.document.uploaded.v1,io.yuxi.bucket.object.changed.v1
 kb-index:io.yuxi.document.parsed.v1
+kb-graph:io.yuxi.document.indexed.v1
 evaluate:io.yuxi.evaluation.batch.ready.v1,io.yuxi.evaluation.dataset.batch.ready.v1,io.yuxi.evaluation.tick.v1,io.yuxi.evaluation.regressed.v1"
 
 for line in ${CONSUMERS}; do

@@ -73,8 +73,19 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.Vectors = pgVectors
 	core.OnClose(pgVectors.Close) // its background index builds
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
+	e.KBs.CleanGraphWith(e.Graph) // a deletion removes its graph in its transaction
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
 	return e, nil
+}
+
+// GraphBuilder returns the knowledge graph's builder (the kb-graph
+// function's use case and the graph-build routes'); kbs checks access for
+// the routes (nil in the function, which serves no route). crash is called
+// at named crash points (tests).
+func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.Builder {
+	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Models, e.core.Outbox, kbs)
+	b.Extractor.Crash = crash
+	return b
 }
 
 // Tools returns the agent's knowledge-base tools.
