@@ -225,3 +225,10 @@ func (s *Service) workspaceScope(uid string) (sandbox.Scope, error) {
 }
 
 var errStop = errors.New("stop")
+
+// CheckThread answers whether threadID is uid's thread (thread_not_found
+// otherwise), for routes that check before reading a body.
+func (s *Service) CheckThread(ctx context.Context, uid, threadID string) error {
+	_, err := s.threadScope(ctx, uid, threadID)
+	return err
+}
