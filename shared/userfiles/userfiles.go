@@ -13,8 +13,8 @@
 // thread_not_found); the workspace is always the caller's own (the scope
 // is built from the caller's uid, and paths are confined to it).
 //
-// Imported by: functions/intake. May import: shared/sandbox, shared/thread,
-// shared/blob, shared/docparse, shared/kb, shared/failure and the standard library.
+// Imported by: functions/intake, tests/bench. May import: shared/sandbox, shared/thread,
+// shared/blob, shared/docparse, shared/failure and the standard library.
 package userfiles
 
 import (
