@@ -79,7 +79,7 @@ func TestServeNeverRendersActiveContent(t *testing.T) {
 		inline bool
 	}{
 		{"page.html", "<script>alert(1)</script>", "text/plain; charset=utf-8", true},
-		{"pic.svg", "<svg onload=alert(1)>", "text/plain; charset=utf-8", true},
+		{"pic.svg", "<svg onload=alert(1)>", "application/octet-stream", false}, // SVG runs script: never inline
 		{"fake.png", "<html><script>x</script>", "application/octet-stream", false},
 		{"real.bin", "\x89PNG\r\n\x1a\nxxxx", "image/png", true},
 		{"doc.pdf", "%PDF-1.4", "application/pdf", true},
