@@ -4,10 +4,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
@@ -15,7 +11,11 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
@@ -54,7 +54,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	api := intake.New(intake.Deps{Telemetry: core.Telemetry, Auth: id.Auth, Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes, SSEHeartbeat: cfg.SSEHeartbeat,
 		SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: know.KBs, Retriever: know.Retriever, Blob: know.Blob, Keyword: know.Keyword, Vectors: know.Vectors,
-		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Evaluation: know.Evaluation(), Buckets: know.Buckets, Graph: know.Graph, GraphBuild: know.GraphBuilder(nil, nil)})
+		Outbox: core.Outbox, Parser: parse, NotifyToken: cfg.NotifyToken, ClientAddr: cfg.TrustedProxies, Evaluation: know.Evaluation(), Buckets: know.Buckets, Graph: know.Graph, GraphBuild: know.GraphBuilder(nil, nil), Sandbox: sandboxes.Client(core)})
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, HTTP: api.Handler(), OnReady: bootstrap.Ready("intake")})
 }

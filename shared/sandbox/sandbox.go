@@ -48,7 +48,8 @@ const MinTokenLen = 32
 
 // Scope names a sandbox and its files: the user, the thread whose
 // uploads/outputs it sees, and the thread whose skills it sees (defaults
-// to FileThread).
+// to FileThread). A scope with no thread is the user's workspace alone:
+// file calls see only /home/gem/user-data/workspace (no sandbox runs).
 type Scope struct {
 	UID          string `json:"uid"`
 	FileThread   string `json:"file_thread_id"`
@@ -56,7 +57,10 @@ type Scope struct {
 }
 
 func (s Scope) query() url.Values {
-	q := url.Values{"uid": {s.UID}, "file_thread_id": {s.FileThread}}
+	q := url.Values{"uid": {s.UID}}
+	if s.FileThread != "" {
+		q.Set("file_thread_id", s.FileThread)
+	}
 	if s.SkillsThread != "" {
 		q.Set("skills_thread_id", s.SkillsThread)
 	}
@@ -413,4 +417,20 @@ func (c *Client) Grep(ctx context.Context, s Scope, dir, pattern, glob string, m
 func IsCode(err error, code string) bool {
 	fe, ok := failure.As(err)
 	return ok && fe.Code == code
+}
+
+// Archive writes a directory of the scope as a zip to w (the provisioner
+// bounds its size: file_too_large beyond).
+func (c *Client) Archive(ctx context.Context, s Scope, path string, w io.Writer) error {
+	q := s.query()
+	q.Set("path", path)
+	resp, err := c.do(ctx, http.MethodGet, "/api/files/archive", q, nil, "")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("%w: archive %s: %v", ErrUnavailable, path, err)
+	}
+	return nil
 }

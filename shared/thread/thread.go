@@ -2,7 +2,7 @@
 // A thread belongs to one user; another user's thread is indistinguishable
 // from a missing one (404).
 //
-// Imported by: functions/intake, shared/queue. May import: shared/postgres,
+// Imported by: functions/intake, shared/queue, shared/userfiles. May import: shared/postgres,
 // shared/failure, shared/approval, pgx.
 package thread
 

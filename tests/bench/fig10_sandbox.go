@@ -119,5 +119,7 @@ func figSandbox(ctx context.Context, e *env, r *benchkit.Report) error {
 	r.Line("sandbox_cold_create_p50", benchkit.Ms(cp), benchkit.X(coldRatio)+" vs floor "+benchkit.Ms(cf), "≤ "+benchkit.X(sandboxColdTarget), coldRatio <= sandboxColdTarget)
 	r.Line("sandbox_warm_exec_p50", benchkit.Ms(wp), benchkit.X(warmRatio)+" vs floor "+benchkit.Ms(wf), "≤ "+benchkit.X(sandboxWarmTarget), warmRatio <= sandboxWarmTarget)
 	r.Detail("p99: cold %s, warm %s, floor %s", benchkit.Ms(cold.Sorted().P99()), benchkit.Ms(warm.Sorted().P99()), benchkit.Ms(warmFloor.Sorted().P99()))
-	return nil
+	return viewerTree(ctx, e, r, c, func(s sandbox.Scope) string {
+		return filepath.Join(dir, "volume", "threads", s.FileThread, "user-data", "outputs")
+	})
 }

@@ -18,10 +18,14 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/functions/intake/intake"
+	"github.com/yuxi-serverless/yuxi/infra/local"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -137,7 +141,10 @@ func refusalCode(code string) bool {
 
 func TestTwoAccountSuite(t *testing.T) {
 	t.Parallel()
-	p := testkit.StartLocal(t, testkit.Env{"YUXI_NOTIFY_TOKEN": testkit.NotifyToken})
+	// A real provisioner: the file routes read and write through it.
+	sb := provisionertest.Start(t, provisioner.Config{})
+	p := testkit.StartLocal(t, testkit.Env{"YUXI_NOTIFY_TOKEN": testkit.NotifyToken},
+		local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
 	ctx := context.Background()
 	pool := p.P.App.Pool
 	super := p.Admin
@@ -184,6 +191,13 @@ func TestTwoAccountSuite(t *testing.T) {
 	if r := testkit.Render(alice.Collect(runID, 20*time.Second)); r.EndStatus != "completed" {
 		t.Fatalf("alice's run: %+v", r)
 	}
+	// A's files: an attachment confirmed into the thread, a temporary one,
+	// a workspace file.
+	aliceTmp := alice.PostFile("/api/chat/attachments/tmp", "alice-notes.txt", []byte("alice's attachment text")).JSON()["object_name"].(string)
+	aliceConfirm := alice.PostFile("/api/chat/attachments/tmp", "alice-brief.txt", []byte("alice's brief")).JSON()["object_name"].(string)
+	aliceFileID := alice.OK("POST", "/api/chat/thread/"+threadID+"/attachments/confirm", map[string]any{
+		"attachments": []map[string]any{{"object_name": aliceConfirm}}})["attachments"].([]any)[0].(map[string]any)["file_id"].(string)
+	alice.OK("PUT", "/api/workspace/file", map[string]any{"path": "/alice-plan.md", "content": "alice's workspace plan"})
 	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
 	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
 	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
@@ -241,6 +255,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets := []string{threadID, runID, requestID, agentID, "alice's secret prompt", "alice's thread", "alice's question", "alice's answer",
 		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin", datasetID, evalRunID, "owner's benchmark", scheduleID}
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
+	secrets = append(secrets, "alice-notes", "alice-brief", "alice-plan", "alice's workspace plan", aliceFileID)
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -253,7 +268,8 @@ func TestTwoAccountSuite(t *testing.T) {
 		"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/", "params": map[string]any{},
 	}
 	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
-	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID}
+	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID,
+		"path": "uploads/alice-brief.txt", "file_id": aliceFileID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
 		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID}
 	chat := func(reader *testkit.Client) fixture {
@@ -364,6 +380,9 @@ func TestTwoAccountSuite(t *testing.T) {
 					},
 				},
 			}},
+		intake.ThreadInQuery:    threadQuery(attackers, threadID),
+		intake.OwnWorkspace:     workspaceOwner(attackers, "alice", kbID, docID),
+		intake.OwnTmpAttachment: tmpAttachment(attackers, aliceTmp),
 		intake.RunInBody: {status: []int{404}, codeOK: refusalCode, callers: attackers,
 			call: map[string][]func(c *testkit.Client) testkit.Response{
 				"POST /api/agent-invocation/agent-call/runs/result": {func(c *testkit.Client) testkit.Response {

@@ -21,6 +21,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
@@ -91,6 +92,10 @@ type Deps struct {
 	Info map[string]any
 	// OCREngine names the configured OCR engine (empty: none).
 	OCREngine string
+	// Sandbox is the sandbox provisioner's client: the viewer, workspace,
+	// artifact and attachment routes read and write files through its file
+	// API (nil: those routes answer 503 sandbox_unavailable).
+	Sandbox *sandbox.Client
 }
 
 // MarkdownParser parses a document to Markdown.

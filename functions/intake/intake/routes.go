@@ -53,6 +53,17 @@ const (
 	// shared with the caller (read), or may be managed by them.
 	ReadSchedule   Check = "schedule_read"
 	ManageSchedule Check = "schedule_manage"
+	// ThreadInQuery: the thread named by ?thread_id= (or the body's
+	// thread_id) is the caller's; the viewer's and mentions' paths are
+	// resolved inside that thread's files only.
+	ThreadInQuery Check = "thread_query"
+	// OwnWorkspace: paths are resolved inside the caller's own workspace
+	// (the scope is the caller's uid; `..` and absolute paths elsewhere are
+	// refused), and the knowledge view passes every KB's read check.
+	OwnWorkspace Check = "workspace_owner"
+	// OwnTmpAttachment: the body's object_name is one of the caller's own
+	// temporary attachments.
+	OwnTmpAttachment Check = "tmp_attachment_owner"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -187,6 +198,8 @@ func (s *Server) Routes() []Route {
 		{"GET", "/v1/models", User, NoCheck, s.v1Models},
 		{"POST", "/v1/chat/completions", User, AgentsInBody, s.v1ChatCompletions},
 	}
+	// Files on the sandbox provisioner's volume (routes_files.go).
+	rs = append(rs, s.fileRoutes()...)
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)

@@ -11,6 +11,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/userfiles"
 )
 
 type submitBody struct {
@@ -42,9 +43,6 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if in.Meta != nil && in.Meta.RequestID != "" {
 		requestID = in.Meta.RequestID
 	}
-	if in.Meta != nil && len(in.Meta.AttachmentFileIDs) > 0 {
-		return failure.Unprocessable("attachments_not_supported", "attachments are not supported yet")
-	}
 	switch in.ToolApproval {
 	case "", "default", "always_trust":
 	default:
@@ -65,7 +63,20 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if err := s.d.Guard.CheckInput(r.Context(), in.Query); err != nil {
 		return err
 	}
-	out, err := s.d.Queue.Submit(r.Context(), queue.Submission{Subject: subject(p), Query: in.Query, AgentSlug: in.AgentSlug,
+	query := in.Query
+	if in.Meta != nil && len(in.Meta.AttachmentFileIDs) > 0 {
+		// Bind the thread's attachments to this request (422 when one is not
+		// the thread's or another request's) and name their sandbox paths.
+		if requestID == "" {
+			requestID = queue.NewID("req_")
+		}
+		note, err := userfiles.AttachmentNote(r.Context(), s.d.Threads, p.UID, in.ThreadID, requestID, in.Meta.AttachmentFileIDs)
+		if err != nil {
+			return err
+		}
+		query += note
+	}
+	out, err := s.d.Queue.Submit(r.Context(), queue.Submission{Subject: subject(p), Query: query, AgentSlug: in.AgentSlug,
 		ThreadID: in.ThreadID, RequestID: requestID, ImageContent: in.ImageContent, ModelSpec: in.ModelSpec, QueuePolicy: in.QueuePolicy,
 		ToolApprovalMode: in.ToolApproval})
 	if err != nil {

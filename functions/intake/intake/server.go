@@ -18,6 +18,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/userfiles"
 )
 
 // Server is the HTTP API.
@@ -32,6 +33,8 @@ type Server struct {
 	graphBuild *graph.Builder
 	// inv runs the invocation routes' use cases (agent-call, channels, eval, /v1).
 	inv *invoke.Service
+	// files runs the file routes' use cases (viewer, workspace, artifacts, attachments).
+	files *userfiles.Service
 }
 
 // New returns the API server. Every dependency is built by main and passed in.
@@ -44,6 +47,11 @@ func New(d Deps) *Server {
 	}
 	s := &Server{d: d, log: d.Log, inv: invoke.New(invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads,
 		Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait})}
+	fc := userfiles.Config{Threads: d.Threads, Blob: d.Blob, Parser: d.Parser}
+	if d.Sandbox != nil {
+		fc.Sandbox = d.Sandbox
+	}
+	s.files = userfiles.New(fc)
 	if d.KBs != nil {
 		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
 			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Buckets: d.Buckets, Log: d.Log})

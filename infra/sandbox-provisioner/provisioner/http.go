@@ -1,6 +1,7 @@
 package provisioner
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -36,6 +37,10 @@ import (
 //	GET    /api/files/list?path=[&depth=] {entries, truncated}
 //	GET    /api/files/glob?pattern=[&path=] {paths, truncated}
 //	GET    /api/files/grep?pattern=[&path=][&glob=] {matches, truncated}
+//	GET    /api/files/archive?path=       a directory as a zip (application/zip)
+//
+// A scope without file_thread_id and skills_thread_id is the user's
+// workspace alone: only /home/gem/user-data/workspace is visible.
 //
 // Errors are {"error":{"code","message"}} with a 4xx for every bad input.
 func (p *Provisioner) Handler() http.Handler {
@@ -64,6 +69,7 @@ func (p *Provisioner) Handler() http.Handler {
 	auth("GET /api/files/list", p.listFiles)
 	auth("GET /api/files/glob", p.glob)
 	auth("GET /api/files/grep", p.grep)
+	auth("GET /api/files/archive", p.archive)
 	return mux
 }
 
@@ -252,6 +258,19 @@ func (p *Provisioner) grep(w http.ResponseWriter, r *http.Request) error {
 		matches = []volume.Match{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"matches": matches, "truncated": truncated})
+	return nil
+}
+
+// archive streams a directory as a zip; the whole directory is bounded
+// (4 × the file limit, the list limit in files) before the first byte.
+func (p *Provisioner) archive(w http.ResponseWriter, r *http.Request) error {
+	var buf bytes.Buffer
+	if err := p.files.Archive(scopeOf(r), r.URL.Query().Get("path"), &buf, 4*p.cfg.MaxFileBytes, p.cfg.ListMaxResult); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/zip")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	_, _ = buf.WriteTo(w)
 	return nil
 }
 

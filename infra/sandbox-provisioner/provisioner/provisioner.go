@@ -190,6 +190,9 @@ func (p *Provisioner) Ensure(ctx context.Context, scope volume.Scope, env map[st
 	if err != nil {
 		return Sandbox{}, err
 	}
+	if scope.WorkspaceOnly() {
+		return Sandbox{}, fmt.Errorf("%w: a sandbox needs a file thread", volume.ErrBadScope)
+	}
 	for k, v := range env {
 		if !envName.MatchString(k) || len(v) > 32<<10 {
 			return Sandbox{}, fmt.Errorf("%w: %q", ErrBadEnv, k)

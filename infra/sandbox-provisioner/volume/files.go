@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"archive/zip"
 	"bufio"
 	"errors"
 	"fmt"
@@ -53,6 +54,9 @@ type root struct {
 
 func (f *Files) roots(s Scope) []root {
 	d := f.Layout.DirsOf(s)
+	if s.WorkspaceOnly() {
+		return []root{{backend.WorkspaceDir, d.Workspace, true}}
+	}
 	return []root{
 		{backend.WorkspaceDir, d.Workspace, true},
 		{backend.UploadsDir, d.Uploads, true},
@@ -591,4 +595,54 @@ func matchName(glob, p string) bool {
 		return true
 	}
 	return matchSegments(strings.Split(glob, "/"), strings.Split(strings.TrimPrefix(p, "/"), "/"))
+}
+
+// Archive writes a directory (or a virtual directory such as
+// /home/gem/user-data) as a zip to w: regular files only (symlinks are
+// never followed), names relative to the directory. Nothing is written
+// when the files total more than maxTotal bytes (ErrTooLarge) or the
+// directory holds more than maxFiles files.
+func (f *Files) Archive(s Scope, p string, w io.Writer, maxTotal int64, maxFiles int) error {
+	clean, err := Clean(p)
+	if err != nil {
+		return err
+	}
+	st, err := f.Stat(s, clean)
+	if err != nil {
+		return err
+	}
+	if !st.IsDir {
+		return fmt.Errorf("%w: %s", ErrNotDir, clean)
+	}
+	var files []Entry
+	var total int64
+	err = f.walk(s, clean, maxWalkDepth, func(e Entry) bool {
+		if !e.IsDir {
+			files = append(files, e)
+			total += e.Size
+		}
+		return len(files) <= maxFiles && total <= maxTotal
+	})
+	if err != nil {
+		return err
+	}
+	if len(files) > maxFiles || total > maxTotal {
+		return fmt.Errorf("%w: %s holds more than %d files or %d bytes", ErrTooLarge, clean, maxFiles, maxTotal)
+	}
+	zw := zip.NewWriter(w)
+	for _, e := range files {
+		data, _, err := f.Read(s, e.Path, 0)
+		if err != nil {
+			continue // a symlink, or raced with a delete
+		}
+		hdr := &zip.FileHeader{Name: strings.TrimPrefix(e.Path, clean+"/"), Method: zip.Deflate, Modified: e.ModTime}
+		fw, err := zw.CreateHeader(hdr)
+		if err != nil {
+			return err
+		}
+		if _, err := fw.Write(data); err != nil {
+			return err
+		}
+	}
+	return zw.Close()
 }

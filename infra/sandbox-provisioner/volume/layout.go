@@ -27,7 +27,10 @@ import (
 
 // Scope names whose files a sandbox or a file call sees. SkillsThread and
 // FileThread default to each other's value when one is empty (an ordinary
-// agent uses its thread id for both).
+// agent uses its thread id for both). A scope with neither thread is a
+// user's workspace alone (the workspace routes, mentions before a thread
+// exists): file calls see only /home/gem/user-data/workspace, and no
+// sandbox is ever created for it.
 type Scope struct {
 	UID          string `json:"uid"`
 	FileThread   string `json:"file_thread_id"`
@@ -48,13 +51,20 @@ func (s Scope) Normalize() (Scope, error) {
 	if s.FileThread == "" {
 		s.FileThread = s.SkillsThread
 	}
-	for name, v := range map[string]string{"uid": s.UID, "file_thread_id": s.FileThread, "skills_thread_id": s.SkillsThread} {
+	ids := map[string]string{"uid": s.UID, "file_thread_id": s.FileThread, "skills_thread_id": s.SkillsThread}
+	if s.WorkspaceOnly() {
+		ids = map[string]string{"uid": s.UID}
+	}
+	for name, v := range ids {
 		if !idPattern.MatchString(v) || v == "shared" {
 			return s, fmt.Errorf("%w: %s %q", ErrBadScope, name, v)
 		}
 	}
 	return s, nil
 }
+
+// WorkspaceOnly reports a scope without threads: the user's workspace alone.
+func (s Scope) WorkspaceOnly() bool { return s.FileThread == "" && s.SkillsThread == "" }
 
 // SandboxID is the stable id of the sandbox serving a scope: the same
 // (file thread, skills thread, uid) always names the same sandbox, and
@@ -101,6 +111,20 @@ func (l Layout) Prepare(s Scope) ([]backend.Mount, error) {
 		return nil, err
 	}
 	d := l.DirsOf(s)
+	if s.WorkspaceOnly() {
+		if err := mkdirTraversable(l.Root, d.Workspace); err != nil {
+			return nil, err
+		}
+		if err := os.Chmod(d.Workspace, 0o755); err != nil {
+			return nil, err
+		}
+		if l.Owner.UID >= 0 {
+			if err := os.Lchown(d.Workspace, l.Owner.UID, l.Owner.GID); err != nil {
+				return nil, fmt.Errorf("chown %s: %w", d.Workspace, err)
+			}
+		}
+		return []backend.Mount{{HostPath: d.Workspace, SandboxPath: backend.WorkspaceDir}}, nil
+	}
 	for _, dir := range []string{d.Workspace, d.Uploads, d.Outputs, d.Skills} {
 		if err := mkdirTraversable(l.Root, dir); err != nil {
 			return nil, err

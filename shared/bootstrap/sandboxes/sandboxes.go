@@ -3,7 +3,7 @@
 // SANDBOX_PROVISIONER_URL, with each user's agent env (/api/user/agent-env)
 // merged in when their sandbox is created.
 //
-// Imported by: the tool-invoke main.
+// Imported by: the tool-invoke and intake mains.
 // May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/tool, shared/usersettings.
 package sandboxes
 
@@ -28,4 +28,21 @@ func Tools(core *bootstrap.Core) ([]tool.Tool, error) {
 	}
 	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
 	return sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env}), nil
+}
+
+// Client is the provisioner's client for the file routes (intake), or nil
+// when no provisioner is configured. bootstrap.Load has already refused a
+// malformed SANDBOX_PROVISIONER_URL or a short token, so New cannot fail
+// here; should it, the failure is logged and the routes answer 503.
+func Client(core *bootstrap.Core) *sandbox.Client {
+	cfg := core.Config
+	if cfg.SandboxURL == "" {
+		return nil
+	}
+	sb, err := sandbox.New(cfg.SandboxURL, cfg.SandboxToken, nil)
+	if err != nil {
+		core.Log.Error("sandbox provisioner client", "error", err)
+		return nil
+	}
+	return sb
 }
