@@ -129,7 +129,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		return nil, err
 	}
 	crash := cfg.Crasher()
-	var models Models = core.Models
+	var models Models = core.Providers
 	if o.models != nil {
 		models = o.models
 	}
@@ -162,7 +162,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
-		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets,
+		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
 		Graph: graph.NewPostgres(core.Pool)})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
 		hub: hub, sweep: disp, eval: eval}, nil

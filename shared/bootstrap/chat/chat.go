@@ -19,7 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
-	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
@@ -51,7 +51,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k.Runs = run.NewStore(core.Pool, core.Outbox, core.Stream, core.Log)
 	k.Agents = agent.NewStore(core.Pool, k.Tools.Has)
 	k.Threads = thread.NewStore(core.Pool)
-	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Models}, core.Stream)
+	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Providers}, core.Stream)
 	return k
 }
 
@@ -107,8 +107,8 @@ func Auth(ctx context.Context, core *bootstrap.Core) (*auth.Service, error) {
 	return svc, nil
 }
 
-// modelCatalog adapts the model registry to the queue's Models.
-type modelCatalog struct{ *llm.Registry }
+// modelCatalog adapts the model providers to the queue's Models.
+type modelCatalog struct{ *modelprovider.Store }
 
 func (m modelCatalog) Available(spec string) error {
 	_, _, err := m.ChatModel(spec)
