@@ -600,7 +600,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		if rt.Access == intake.Public {
 			continue
 		}
-		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model"}
+		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake"}
 		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs} {
 			maps.Copy(all, m)
 		}
