@@ -49,7 +49,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	router := core.Router("agent-step")
 	// The MCP layer fixes each run's tools at its first step (the manifest).
 	mcps := mcplayer.Open(core)
-	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
+	agentstep.New(kit.Runs, core.Providers, kit.Tools, core.Stream,
 		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Summaries: kit.Summaries}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})

@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -38,8 +39,12 @@ type Core struct {
 	Stream *runstream.Writer
 	Relay  *outbox.Relay
 	Outbox *outbox.Outbox
-	// Models are the model providers (chat, embedding and rerank models).
+	// Models are the environment's model providers (chat, embedding and
+	// rerank models).
 	Models *llm.Registry
+	// Providers resolve chat model specs against Models and the providers
+	// managed through the API (shared/modelprovider; environment first).
+	Providers *modelprovider.Store
 	// Failures records permanent event failures (the routers' recorder).
 	Failures outbox.FailureStore
 	// Secrets seals secrets at rest (nil when no key is configured: storing
@@ -109,6 +114,7 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 	}
 	rdb := redis.NewClient(ropt)
 	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets, sync: opt.Sync}
+	c.Providers = modelprovider.New(pool, rdb, cfg.RedisPrefix, models, secrets, cfg.Outbound())
 	c.Telemetry, err = telemetry.Setup(ctx, telemetry.Config{Service: opt.Function, Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, FlushEvery: cfg.OTLPFlush})
 	if err != nil {
 		pool.Close()

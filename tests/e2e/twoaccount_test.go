@@ -82,10 +82,11 @@ func params(path string) []string {
 // unscopedParams are path parameters that name no one's resource, so a
 // route may take them without a resource check.
 var unscopedParams = map[string]string{
-	"backend_id": "names code (the chatbot backend), the same for every user",
-	"uid":        "a candidate login id: check-uid answers only whether it is taken, as the original",
-	"image_key":  "an uploaded image's unguessable key (128 random bits), the capability <img> tags use",
-	"key":        "a system setting name (/api/system/config/options/{key}): settings are instance-wide, the Admin role is the check",
+	"backend_id":  "names code (the chatbot backend), the same for every user",
+	"uid":         "a candidate login id: check-uid answers only whether it is taken, as the original",
+	"image_key":   "an uploaded image's unguessable key (128 random bits), the capability <img> tags use",
+	"key":         "a system setting name (/api/system/config/options/{key}): settings are instance-wide, the Admin role is the check",
+	"provider_id": "a model provider id (/api/system/model-providers/{provider_id}): providers are instance-wide, the Admin role is the check (as the original)",
 }
 
 // checkParam is the path parameter each resource check is about; the route
@@ -488,7 +489,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 			// Lists and other reads without a check answer B with nothing of A's.
 			if rt.Method == "GET" && rt.Access != intake.Public {
-				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice"})
+				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "provider_id": "fake"})
 				walked["(lists: no check)"]++
 				for _, b := range attackers {
 					if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
@@ -618,7 +619,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		if rt.Access == intake.Public {
 			continue
 		}
-		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model"}
+		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake"}
 		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs} {
 			maps.Copy(all, m)
 		}

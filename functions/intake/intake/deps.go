@@ -16,6 +16,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
+	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
@@ -81,6 +82,9 @@ type Deps struct {
 	// SyncWait bounds the blocking invocation routes (agent-call sync,
 	// eval/runs, non-streaming /v1/chat/completions); default 300s.
 	SyncWait time.Duration
+	// Providers are the model providers managed through the API, next to
+	// the environment's (nil: those routes answer 503).
+	Providers *modelprovider.Store
 	// SysConfig is the system settings (nil: /api/system/config answers 503).
 	SysConfig *sysconfig.Store
 	// Guard refuses user input with a blocked keyword (nil: off).

@@ -97,6 +97,16 @@ func (s *Server) Routes() []Route {
 		{"PUT", "/api/system/config/options/{key}", Admin, NoCheck, s.putConfigOption},
 		{"GET", "/api/system/info", Public, NoCheck, s.info},
 		{"POST", "/api/system/info/reload", Admin, NoCheck, s.reloadInfo},
+		// Model providers (routes_providers.go): instance-wide, the Admin role is the check (as the original).
+		{"GET", "/api/system/model-providers", Admin, NoCheck, s.listProviders},
+		{"POST", "/api/system/model-providers", Admin, NoCheck, s.createProvider},
+		{"GET", "/api/system/model-providers/models/v2", User, NoCheck, s.modelsV2},
+		{"GET", "/api/system/model-providers/models/status", Admin, NoCheck, s.modelStatus},
+		{"POST", "/api/system/model-providers/models/cache/refresh", Admin, NoCheck, s.refreshModelCache},
+		{"GET", "/api/system/model-providers/{provider_id}", Admin, NoCheck, s.getProvider},
+		{"PUT", "/api/system/model-providers/{provider_id}", Admin, NoCheck, s.updateProvider},
+		{"DELETE", "/api/system/model-providers/{provider_id}", Admin, NoCheck, s.deleteProvider},
+		{"GET", "/api/system/model-providers/{provider_id}/remote-models", Admin, NoCheck, s.remoteModels},
 		{"GET", "/api/system/ocr/options", User, NoCheck, s.ocrOptions},
 
 		// Auth and users (routes_auth.go).

@@ -20,7 +20,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/compaction"
-	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
@@ -61,7 +61,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
 	base = append(base, k.Subagents.Tools()...)
 	k.Tools = tool.NewRegistry(append(base, more...)...)
-	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Models}, core.Stream)
+	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Providers}, core.Stream)
 	return k
 }
 
@@ -117,8 +117,8 @@ func Auth(ctx context.Context, core *bootstrap.Core) (*auth.Service, error) {
 	return svc, nil
 }
 
-// modelCatalog adapts the model registry to the queue's Models.
-type modelCatalog struct{ *llm.Registry }
+// modelCatalog adapts the model providers to the queue's Models.
+type modelCatalog struct{ *modelprovider.Store }
 
 func (m modelCatalog) Available(spec string) error {
 	_, _, err := m.ChatModel(spec)

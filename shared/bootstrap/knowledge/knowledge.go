@@ -230,7 +230,7 @@ func absPath(p string) string {
 // the default batch size and concurrency (and YUXI_CRASH_AT's crash points).
 func (e *Engines) Evaluation() *evaluation.Service {
 	return evaluation.New(evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever,
-		Models: e.core.Models, Config: evaluation.Config{Crash: e.core.Config.Crasher()}, Log: e.core.Log})
+		Models: e.core.Providers, Config: evaluation.Config{Crash: e.core.Config.Crasher()}, Log: e.core.Log})
 }
 
 // FileSweeper is the knowledge part of the dispatcher's sweep: it recovers
