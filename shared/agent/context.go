@@ -92,6 +92,11 @@ type Resolved struct {
 	// MCPs are the slugs of the MCP servers whose tools the agent may call
 	// (context.mcps; kept in Context.Extra, read here). Empty: none.
 	MCPs []string `json:"mcps,omitempty"`
+	// Skills are the slugs of the skills the agent may use (context.skills;
+	// kept in Context.Extra, read here), PreloadSkills those active from the
+	// first step (context.preload_skills). Empty: no skills.
+	Skills        []string `json:"skills,omitempty"`
+	PreloadSkills []string `json:"preload_skills,omitempty"`
 }
 
 // Resolve applies defaults.
@@ -114,6 +119,11 @@ func (c Context) Resolve() Resolved {
 	}
 	if c.ModelRetryTimes != nil {
 		r.ModelRetryTimes = *c.ModelRetryTimes
+	}
+	for k, dst := range map[string]*[]string{"skills": &r.Skills, "preload_skills": &r.PreloadSkills} {
+		if raw, ok := c.Extra[k]; ok && (json.Unmarshal(raw, dst) != nil || len(*dst) == 0) {
+			*dst = nil // not a list of strings, or empty
+		}
 	}
 	if raw, ok := c.Extra["mcps"]; ok {
 		if json.Unmarshal(raw, &r.MCPs) != nil || len(r.MCPs) == 0 {

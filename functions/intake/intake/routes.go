@@ -53,6 +53,14 @@ const (
 	// shared with the caller (read), or may be managed by them.
 	ReadSchedule   Check = "schedule_read"
 	ManageSchedule Check = "schedule_manage"
+	// ReadSkill and ManageSkill: {slug} is a shared skill the caller may
+	// read (share_config; built-in skills: everyone), or manage.
+	ReadSkill   Check = "skill_read"
+	ManageSkill Check = "skill_manage"
+	// OwnSkillDraft: {draft_id} is an install draft the caller made.
+	OwnSkillDraft Check = "skill_draft_owner"
+	// OwnPersonalSkill: {slug} is looked up in the caller's own workspace only.
+	OwnPersonalSkill Check = "personal_skill_owner"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -193,6 +201,9 @@ func (s *Server) Routes() []Route {
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)
+	}
+	if s.d.Skills != nil {
+		rs = append(rs, s.skillRoutes()...)
 	}
 	return rs
 }

@@ -36,6 +36,10 @@ import (
 //	GET    /api/files/list?path=[&depth=] {entries, truncated}
 //	GET    /api/files/glob?pattern=[&path=] {paths, truncated}
 //	GET    /api/files/grep?pattern=[&path=][&glob=] {matches, truncated}
+//	PUT    /api/skills                    {skills:[{slug,hash,files:[{path,data}]}]} -> {synced}
+//
+// PUT /api/skills is the platform writing the scope's read-only skills
+// directory (/home/gem/skills): the one way in, the sandbox cannot.
 //
 // Errors are {"error":{"code","message"}} with a 4xx for every bad input.
 func (p *Provisioner) Handler() http.Handler {
@@ -64,6 +68,7 @@ func (p *Provisioner) Handler() http.Handler {
 	auth("GET /api/files/list", p.listFiles)
 	auth("GET /api/files/glob", p.glob)
 	auth("GET /api/files/grep", p.grep)
+	auth("PUT /api/skills", p.syncSkills)
 	return mux
 }
 
@@ -252,6 +257,22 @@ func (p *Provisioner) grep(w http.ResponseWriter, r *http.Request) error {
 		matches = []volume.Match{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"matches": matches, "truncated": truncated})
+	return nil
+}
+
+func (p *Provisioner) syncSkills(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Skills []volume.SkillDir `json:"skills"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if err := p.files.SyncSkills(scopeOf(r), req.Skills); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"synced": len(req.Skills)})
 	return nil
 }
 
