@@ -136,6 +136,9 @@ func (s *Service) SetDependencies(ctx context.Context, sub access.Subject, slug 
 	if len(bad) > 0 {
 		return View{}, failure.Unprocessable("invalid_skill_dependencies", "unknown, disabled or inaccessible skills: %s", strings.Join(bad, ", "))
 	}
+	if err := checkCycle(g, slug, d.Skills); err != nil {
+		return View{}, err
+	}
 	for _, dep := range d.Skills {
 		if !coversScope(by[dep], sk) {
 			bad = append(bad, dep)
@@ -143,9 +146,6 @@ func (s *Service) SetDependencies(ctx context.Context, sub access.Subject, slug 
 	}
 	if len(bad) > 0 {
 		return View{}, failure.Unprocessable("skill_dependency_scope", "skills shared more narrowly than %s: %s", slug, strings.Join(bad, ", "))
-	}
-	if err := checkCycle(g, slug, d.Skills); err != nil {
-		return View{}, err
 	}
 	t, _ := json.Marshal(d.Tools)
 	m, _ := json.Marshal(d.MCPs)
