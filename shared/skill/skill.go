@@ -14,8 +14,8 @@
 // their SKILL.md, and their tool and MCP dependencies are shown to the model
 // only once activated.
 //
-// Imported by: functions/intake/intake (routes), shared/bootstrap/skilllayer,
-// infra/local, tests. May import: shared/access, shared/blob, shared/failure,
+// Imported by: functions/intake/intake (routes), shared/bootstrap/mcplayer,
+// shared/bootstrap/sandboxes, infra/local, tests. May import: shared/access, shared/blob, shared/failure,
 // shared/postgres, shared/run, shared/sandbox, shared/tool, pgx, sigs.k8s.io/yaml.
 package skill
 
