@@ -48,9 +48,11 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	kit := chat.Open(core, chat.Offered(specs...)...)
 	router := core.Router("agent-step")
 	// The MCP layer fixes each run's tools at its first step (the manifest).
+	// The Skills service fixes each run's skills and gates their tools.
 	mcps := mcplayer.Open(core)
+	skills := mcplayer.Skills(ctx, core, nil, kit.Tools, mcps, nil, false).Gate()
 	agentstep.New(kit.Runs, core.Providers, kit.Tools, core.Stream,
-		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Summaries: kit.Summaries}, core.Log).Register(router)
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Summaries: kit.Summaries, Skills: skills}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
 }

@@ -42,6 +42,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
@@ -113,9 +114,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		return nil, err
 	}
 	var more []tool.Tool
+	var skillFiles *skill.Materializer // set below, before anything runs
 	if o.sandbox != nil {
 		sc := o.sandboxCfg
 		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
+		sc.Prepare = func(ctx context.Context, c tool.Call) error { return skillFiles.Prepare(ctx, c) }
 		more = sandboxtool.New(o.sandbox, sc)
 	}
 	app, err := openApp(core, more...)
@@ -140,8 +143,12 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	}
 	kit, k := app.Chat, app.Knowledge
 	mcps := mcplayer.Open(core)
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries}, core.Log)
-	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps}, core.Log)
+	skills := mcplayer.Skills(ctx, core, k.Blob, kit.Tools, mcps, o.sandbox, true)
+	if o.sandbox != nil {
+		skillFiles = skills.Materializer(o.sandbox)
+	}
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate()}, core.Log)
+	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate()}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
@@ -172,7 +179,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
-		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox})
+		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills})
 	var handler = api.Handler()
 	if o.webDir != "" {
 		handler = WebHandler(o.webDir, handler)

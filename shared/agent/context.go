@@ -110,6 +110,11 @@ type Resolved struct {
 	Subagents []string `json:"subagents,omitempty"`
 	// Summary is the context compression configuration (context.summary_*).
 	Summary Summary `json:"summary"`
+	// Skills are the slugs of the skills the agent may use (context.skills;
+	// kept in Context.Extra, read here), PreloadSkills those active from the
+	// first step (context.preload_skills). Empty: no skills.
+	Skills        []string `json:"skills,omitempty"`
+	PreloadSkills []string `json:"preload_skills,omitempty"`
 }
 
 // Summary configures context compression (see shared/compaction).
@@ -168,6 +173,11 @@ func (c Context) Resolve() Resolved {
 	r.ToolPolicies = c.ToolPolicies
 	if c.ToolApprovalTTLSeconds != nil {
 		r.ToolApprovalTTLSeconds = *c.ToolApprovalTTLSeconds
+	}
+	for k, dst := range map[string]*[]string{"skills": &r.Skills, "preload_skills": &r.PreloadSkills} {
+		if raw, ok := c.Extra[k]; ok && (json.Unmarshal(raw, dst) != nil || len(*dst) == 0) {
+			*dst = nil // not a list of strings, or empty
+		}
 	}
 	if raw, ok := c.Extra["mcps"]; ok {
 		if json.Unmarshal(raw, &r.MCPs) != nil || len(r.MCPs) == 0 {

@@ -172,6 +172,11 @@ type Config struct {
 	DoubaoSearchAPIKey  string // DOUBAO_SEARCH_API_KEY
 	DoubaoSearchBaseURL string // DOUBAO_SEARCH_BASE_URL
 	WebFetchOff         bool   // YUXI_WEB_FETCH=off
+	// SkillSourceHosts is YUXI_SKILL_SOURCE_HOSTS: the hosts remote skill
+	// sources may name (comma-separated "host", "host:port", or
+	// "http://host:port" to allow plain http from that origin); unset:
+	// github.com and modelscope.cn; "none": remote sources closed.
+	SkillSourceHosts []string
 
 	// CrashAt is YUXI_CRASH_AT: "point" or "point:n" — SIGKILL the process the
 	// n-th time it reaches the named point. For crash tests only.
@@ -240,6 +245,7 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		DoubaoSearchAPIKey:    getenv("DOUBAO_SEARCH_API_KEY"),
 		DoubaoSearchBaseURL:   getenv("DOUBAO_SEARCH_BASE_URL"),
 		WebFetchOff:           getenv("YUXI_WEB_FETCH") == "off",
+		SkillSourceHosts:      splitList(getenv("YUXI_SKILL_SOURCE_HOSTS")),
 	}
 	var err error
 	durations := []struct {
@@ -467,4 +473,15 @@ func (c Config) Crasher() func(point string) {
 			select {} // never continue past a crash point
 		}
 	}
+}
+
+// splitList splits a comma-separated list, dropping empty entries.
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

@@ -324,6 +324,28 @@ func (c *Client) WriteFile(ctx context.Context, s Scope, path string, data []byt
 	return out.Size, nil
 }
 
+// SkillDir is one skill written into a scope's read-only skills directory.
+type SkillDir struct {
+	Slug  string      `json:"slug"`
+	Hash  string      `json:"hash"`
+	Files []SkillFile `json:"files"`
+}
+
+// SkillFile is one file of a skill, its path relative to the skill.
+type SkillFile struct {
+	Path string `json:"path"`
+	Data []byte `json:"data"`
+}
+
+// SyncSkills makes the scope's /home/gem/skills hold exactly skills (a
+// skill whose hash the provisioner already has is not rewritten).
+func (c *Client) SyncSkills(ctx context.Context, s Scope, skills []SkillDir) error {
+	if skills == nil {
+		skills = []SkillDir{}
+	}
+	return c.doJSON(ctx, http.MethodPut, "/api/skills", s.query(), map[string]any{"skills": skills}, nil)
+}
+
 // Delete removes a file or symlink; recursive removes a directory tree.
 func (c *Client) DeleteFile(ctx context.Context, s Scope, path string, recursive bool) error {
 	q := s.query()

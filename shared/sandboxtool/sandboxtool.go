@@ -59,6 +59,9 @@ type Config struct {
 	// Env returns the user's agent environment (/api/user/agent-env),
 	// injected when the user's sandbox is created; nil: none.
 	Env func(ctx context.Context, uid string) (map[string]string, error)
+	// Prepare runs before each tool call (the run's skills are written into
+	// /home/gem/skills); its error is retried like an unreachable provisioner.
+	Prepare func(ctx context.Context, c tool.Call) error
 }
 
 // New returns the seven tools on c.
@@ -66,7 +69,26 @@ func New(c Client, cfg Config) []tool.Tool {
 	if cfg.ExecTimeout <= 0 {
 		cfg.ExecTimeout = 180 * time.Second
 	}
-	return []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}}
+	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}}
+	if cfg.Prepare != nil {
+		for i, t := range ts {
+			ts[i] = prepared{t, cfg.Prepare}
+		}
+	}
+	return ts
+}
+
+// prepared runs Config.Prepare before its tool.
+type prepared struct {
+	tool.Tool
+	prepare func(ctx context.Context, c tool.Call) error
+}
+
+func (p prepared) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	if err := p.prepare(ctx, c); err != nil {
+		return tool.Result{}, fmt.Errorf("prepare the sandbox's skills: %w", err)
+	}
+	return p.Tool.Invoke(ctx, c)
 }
 
 // Specs are the tools' specs, for a process that only offers them.

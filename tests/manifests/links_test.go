@@ -31,7 +31,9 @@ var heavyPackages = []struct{ name, path string }{
 // engines; kb-graph opens them to read indexed files' chunks; agent-step only offers the tools' specs to the model; evaluate
 // retrieves from knowledge bases. The MCP SDK: agent-step lists an MCP server's
 // tools when it fixes a run's tool manifest, tool-invoke calls them, intake
-// tests and lists servers.
+// tests and lists servers. agent-step links the object-store package
+// (minio) through shared/skill, whose run-time gate it uses (it reads only the
+// skills index; a split of the gate from the file store would drop it).
 //
 // Every function writes outbox rows and so relays them: each links the
 // EventBridge/SQS and Pub/Sub publishers (shared/cloudbus), chosen at start
@@ -45,7 +47,7 @@ var functionLinks = map[string][]string{
 	"kb-graph":    {"kb", "minio", "aws-sdk", "pubsub"},
 	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
 	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
-	"agent-step":  {"aws-sdk", "pubsub", "mcp-sdk"},
+	"agent-step":  {"minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
 }
 

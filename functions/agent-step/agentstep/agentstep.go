@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -58,8 +59,19 @@ type RunTools interface {
 	StepSpecs(ctx context.Context, runID string, mcps []string, builtin []tool.Spec) ([]tool.Spec, error)
 }
 
+// SkillGate is the run-time side of skills (*skill.Gate): the tool and MCP
+// dependencies a run's skills need to be executable (fixed at its first
+// step), and, per turn, the skills section of the system prompt and the
+// filter that hides a skill's tools until the agent activated it.
+type SkillGate interface {
+	Executable(ctx context.Context, r run.Run) (tools, mcps []string, err error)
+	Visible(ctx context.Context, r run.Run, transcript []run.Entry, system string, specs []tool.Spec) (string, []tool.Spec, error)
+}
+
 // Config tunes the handler.
 type Config struct {
+	// Skills, when set, gates the tools of the run's skills (nil: no skills).
+	Skills SkillGate
 	// RunTools, when set, adds the MCP layer and the run manifest; nil: the
 	// registry's tools only.
 	RunTools   RunTools
@@ -165,14 +177,12 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_not_available", ErrorMessage: err.Error()})
 	}
-	specs := h.tools.Visible(r.Payload.Context.Tools)
-	if h.cfg.RunTools != nil {
-		if specs, err = h.cfg.RunTools.StepSpecs(ctx, r.ID, r.Payload.Context.MCPs, specs); err != nil {
-			return fmt.Errorf("tools of run %s: %w", r.ID, err) // retried
-		}
+	specs, system, err := s.tools(ctx)
+	if err != nil {
+		return fmt.Errorf("tools of run %s: %w", r.ID, err) // retried
 	}
 	specs = subagent.FilterSpecs(r, specs)
-	msgs, err := s.contextMessages(ctx, model, modelID)
+	msgs, err := s.contextMessages(ctx, model, modelID, system)
 	if err != nil {
 		return s.release(ctx, fmt.Errorf("context of run %s: %w", r.ID, err)) // retried
 	}
@@ -190,6 +200,48 @@ func (s *step) execute(ctx context.Context) error {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_error", ErrorMessage: out.failed.Error()})
 	}
 	return s.commit(ctx, started, out)
+}
+
+// tools returns what the model sees this turn and the system prompt: the
+// registry's tools the agent allows, plus (RunTools) its MCP tools fixed in
+// the run's manifest, plus (Skills) what its skills need, then filtered by
+// skill activation.
+func (s *step) tools(ctx context.Context) ([]tool.Spec, string, error) {
+	h, c := s.h, s.r.Payload.Context
+	own, mcps, system := c.Tools, c.MCPs, c.SystemPrompt
+	if h.cfg.Skills != nil {
+		tools, more, err := h.cfg.Skills.Executable(ctx, s.r)
+		if err != nil {
+			return nil, "", err
+		}
+		if len(own) > 0 { // an explicit selection grows by the skills' tools; none means every tool already
+			own = union(own, tools)
+		}
+		mcps = union(mcps, more)
+	}
+	specs := h.tools.Visible(own)
+	var err error
+	if h.cfg.RunTools != nil {
+		if specs, err = h.cfg.RunTools.StepSpecs(ctx, s.r.ID, mcps, specs); err != nil {
+			return nil, "", err
+		}
+	}
+	if h.cfg.Skills != nil {
+		if system, specs, err = h.cfg.Skills.Visible(ctx, s.r, s.claim.Transcript, system, specs); err != nil {
+			return nil, "", err
+		}
+	}
+	return specs, system, nil
+}
+
+func union(a, b []string) []string {
+	out := append([]string(nil), a...)
+	for _, x := range b {
+		if !slices.Contains(out, x) {
+			out = append(out, x)
+		}
+	}
+	return out
 }
 
 // metadata is the run's first event, written once per run (keyed) ahead of

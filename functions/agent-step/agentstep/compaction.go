@@ -61,10 +61,9 @@ func after(entries []run.Entry, upto int64) ([]run.Entry, bool) {
 // transcript after the thread's latest summary, then — over the
 // threshold — the L1 view, and when that is still too large a new summary
 // (L2, stored once per step). Stored messages never change.
-func (s *step) contextMessages(ctx context.Context, model llm.ChatModel, modelID string) ([]llm.Message, error) {
+func (s *step) contextMessages(ctx context.Context, model llm.ChatModel, modelID, sys string) ([]llm.Message, error) {
 	r, entries := s.r, s.claim.Transcript
 	cfg := r.Payload.Context.Summary
-	sys := r.Payload.Context.SystemPrompt
 	if s.h.cfg.Summaries == nil || cfg.ThresholdK <= 0 {
 		return buildMessages(sys, entries), nil
 	}

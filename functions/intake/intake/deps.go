@@ -23,6 +23,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
@@ -42,6 +43,9 @@ type Deps struct {
 	Tools     *tool.Registry
 	// MCP is the MCP layer (nil: the /api/system/mcp-servers routes are not served).
 	MCP *mcp.Toolset
+	// Skills are the Skills use cases (nil: the /api/skills and
+	// /api/system/skills routes are not served).
+	Skills *skill.Service
 	// Hub serves run and request streams; Stream writes cancel signals and end events.
 	Hub    *runstream.Hub
 	Stream *runstream.Writer

@@ -64,6 +64,14 @@ const (
 	// OwnTmpAttachment: the body's object_name is one of the caller's own
 	// temporary attachments.
 	OwnTmpAttachment Check = "tmp_attachment_owner"
+	// ReadSkill and ManageSkill: {slug} is a shared skill the caller may
+	// read (share_config; built-in skills: everyone), or manage.
+	ReadSkill   Check = "skill_read"
+	ManageSkill Check = "skill_manage"
+	// OwnSkillDraft: {draft_id} is an install draft the caller made.
+	OwnSkillDraft Check = "skill_draft_owner"
+	// OwnPersonalSkill: {slug} is looked up in the caller's own workspace only.
+	OwnPersonalSkill Check = "personal_skill_owner"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -216,6 +224,9 @@ func (s *Server) Routes() []Route {
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)
+	}
+	if s.d.Skills != nil {
+		rs = append(rs, s.skillRoutes()...)
 	}
 	return rs
 }

@@ -47,8 +47,16 @@ type RunTools interface {
 	Resolve(ctx context.Context, runID, name string) (tool.Tool, bool, error)
 }
 
+// SkillTools reports whether a run's skills depend on a tool (the run may
+// execute it even when the agent's own tool selection leaves it out; the
+// model only saw it after activating the skill).
+type SkillTools interface {
+	Needs(ctx context.Context, runID, name string) (bool, error)
+}
+
 // Config tunes the handler.
 type Config struct {
+	Skills    SkillTools    // nil: no skills
 	RunTools  RunTools      // nil: registry tools only
 	Timeout   time.Duration // per tool call (default 5 min)
 	MaxOutput int           // bytes of output kept (default 256 KiB)
@@ -152,7 +160,16 @@ func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.
 	// Authorization at the point of effect: the run's frozen tool selection
 	// (a manifest tool was fixed from the run's context at its first step).
 	if spec := t.Spec(); !fromManifest && !spec.Base && len(r.Payload.Context.Tools) > 0 && !slices.Contains(r.Payload.Context.Tools, tc.Name) {
-		return tool.Errorf(fmt.Sprintf("tool %q is not enabled for this agent", tc.Name)), nil
+		needed := false
+		if h.cfg.Skills != nil {
+			var err error
+			if needed, err = h.cfg.Skills.Needs(ctx, r.ID, tc.Name); err != nil {
+				return tool.Result{}, err
+			}
+		}
+		if !needed {
+			return tool.Errorf(fmt.Sprintf("tool %q is not enabled for this agent", tc.Name)), nil
+		}
 	}
 	if res, gated := gate(r, tc); gated {
 		return res, nil

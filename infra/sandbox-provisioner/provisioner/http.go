@@ -42,6 +42,11 @@ import (
 // A scope without file_thread_id and skills_thread_id is the user's
 // workspace alone: only /home/gem/user-data/workspace is visible.
 //
+//	PUT    /api/skills                    {skills:[{slug,hash,files:[{path,data}]}]} -> {synced}
+//
+// PUT /api/skills is the platform writing the scope's read-only skills
+// directory (/home/gem/skills): the one way in, the sandbox cannot.
+//
 // Errors are {"error":{"code","message"}} with a 4xx for every bad input.
 func (p *Provisioner) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -70,6 +75,7 @@ func (p *Provisioner) Handler() http.Handler {
 	auth("GET /api/files/glob", p.glob)
 	auth("GET /api/files/grep", p.grep)
 	auth("GET /api/files/archive", p.archive)
+	auth("PUT /api/skills", p.syncSkills)
 	return mux
 }
 
@@ -271,6 +277,23 @@ func (p *Provisioner) archive(w http.ResponseWriter, r *http.Request) error {
 	w.Header().Set("Content-Type", "application/zip")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	_, _ = buf.WriteTo(w)
+	return nil
+}
+
+// syncSkills writes the scope's read-only skills directory.
+func (p *Provisioner) syncSkills(w http.ResponseWriter, r *http.Request) error {
+	var req struct {
+		Skills []volume.SkillDir `json:"skills"`
+	}
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadRequest, err)
+	}
+	if err := p.files.SyncSkills(scopeOf(r), req.Skills); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"synced": len(req.Skills)})
 	return nil
 }
 

@@ -4,20 +4,22 @@
 // merged in when their sandbox is created.
 //
 // Imported by: the tool-invoke and intake mains.
-// May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/tool, shared/usersettings.
+// May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/skill, shared/tool, shared/usersettings.
 package sandboxes
 
 import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
 // Tools returns the tools that run on the provisioner, or none when no
-// provisioner is configured.
-func Tools(core *bootstrap.Core) ([]tool.Tool, error) {
+// provisioner is configured. With skills, each call first writes the run's
+// shared skills into the sandbox's read-only /home/gem/skills.
+func Tools(core *bootstrap.Core, skills *skill.Service) ([]tool.Tool, error) {
 	cfg := core.Config
 	if cfg.SandboxURL == "" {
 		return nil, nil
@@ -27,7 +29,11 @@ func Tools(core *bootstrap.Core) ([]tool.Tool, error) {
 		return nil, err
 	}
 	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
-	return sandboxtool.New(sb, sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env}), nil
+	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env}
+	if skills != nil {
+		tc.Prepare = skills.Materializer(sb).Prepare
+	}
+	return sandboxtool.New(sb, tc), nil
 }
 
 // Client is the provisioner's client for the file routes (intake), or nil
