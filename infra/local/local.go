@@ -163,7 +163,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets,
-		Graph: graph.NewPostgres(core.Pool)})
+		Graph: graph.NewPostgres(core.Pool), Models: core.Models, ChatImages: id.ChatImages})
 	return &Platform{App: app, Handler: api.Handler(), Routers: []*faas.Router{dispRouter, stepRouter, toolRouter, parseRouter, indexRouter, evalRouter},
 		hub: hub, sweep: disp, eval: eval}, nil
 }

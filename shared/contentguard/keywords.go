@@ -8,7 +8,7 @@
 // LLM moderation follow.
 //
 // Imported by: functions/intake, shared/bootstrap/identity, tests/bench.
-// May import: shared/failure, shared/sysconfig.
+// May import: shared/failure, shared/sysconfig, shared/llm.
 package contentguard
 
 import (

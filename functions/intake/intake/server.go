@@ -40,8 +40,11 @@ func New(d Deps) *Server {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{d: d, log: d.Log, inv: invoke.New(invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads,
-		Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait})}
+	inv := invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads, Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait, Models: d.Models}
+	if d.Guard != nil {
+		inv.Guard = d.Guard
+	}
+	s := &Server{d: d, log: d.Log, inv: invoke.New(inv)}
 	if d.KBs != nil {
 		s.kb = kb.NewLibrary(kb.LibraryDeps{Store: d.KBs, Objects: d.Blob, Outbox: d.Outbox, Keyword: d.Keyword,
 			Vectors: d.Vectors, Retriever: d.Retriever, Types: docTypes{}, Buckets: d.Buckets, Log: d.Log})
