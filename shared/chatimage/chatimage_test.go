@@ -6,8 +6,10 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -73,8 +75,18 @@ func TestSweepRemovesNeverReferencedUploads(t *testing.T) {
 		t.Fatal(err)
 	}
 	old := time.Now().Add(-2 * time.Hour)
-	if err := os.Chtimes(filepath.Join(dir, filepath.FromSlash(orphan)), old, old); err != nil {
-		t.Fatal(err)
+	aged := 0
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.Contains(path, "0123456789abcdef0123456789abcdef") {
+			if err := os.Chtimes(path, old, old); err != nil {
+				t.Fatal(err)
+			}
+			aged++
+		}
+		return nil
+	})
+	if aged == 0 {
+		t.Fatal("orphan object file not found")
 	}
 
 	n, err := s.Sweep(ctx, time.Hour, time.Now())
