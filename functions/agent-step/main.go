@@ -50,7 +50,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	// The MCP layer fixes each run's tools at its first step (the manifest).
 	mcps := mcplayer.Open(core)
 	agentstep.New(kit.Runs, core.Models, kit.Tools, core.Stream,
-		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps}, core.Log).Register(router)
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Guard: kit.Guard}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
 }

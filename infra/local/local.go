@@ -135,7 +135,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	}
 	kit, k := app.Chat, app.Knowledge
 	mcps := mcplayer.Open(core)
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps}, core.Log)
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Guard: kit.Guard}, core.Log)
 	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper()}, core.Log)

@@ -125,3 +125,16 @@ func (g *Guard) moderate(ctx context.Context, text string) error {
 	}
 	return nil
 }
+
+// Scanner returns a scan of streamed output (keywords only, as the
+// original: LLM moderation runs on the final answer), or nil when the guard
+// is off or has no keywords. Write reports a keyword ending in the chunk,
+// also one split across chunks; its cost is linear in the chunk alone.
+func (g *Guard) Scanner(ctx context.Context) (func(chunk string) bool, error) {
+	m, err := g.Matcher(ctx)
+	if err != nil || m.Empty() {
+		return nil, err
+	}
+	st := m.NewStream()
+	return func(chunk string) bool { return st.Write(chunk) >= 0 }, nil
+}

@@ -245,3 +245,80 @@ func TestChatExtras(t *testing.T) {
 		}
 	})
 }
+
+// The content guard on model output (issue 9): a keyword split across
+// streamed tokens stops the stream and ends the run failed with
+// content_guard_blocked, the stored answer replaced by the refusal; with LLM
+// moderation on, the final answer is checked by the moderation model (the
+// scripted OpenAI-compatible server here).
+func TestContentGuardOnOutput(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	u := p.Admin.NewUser("guarded")
+	p.Admin.OK("POST", "/api/system/config/update", map[string]any{"enable_content_guard": true, "content_guard_keywords": []string{"forbiddenword"}})
+
+	result := func(query string, replies ...llmtest.Reply) (map[string]any, string) {
+		th := u.Thread()
+		p.LLM.Enqueue(replies...)
+		runID := u.Submit(th, query, nil)["run_id"].(string)
+		u.Collect(runID, 20*time.Second)
+		res := u.OK("GET", "/api/agent/runs/"+runID+"/result", nil)
+		var answer string
+		for _, m := range u.OK("GET", "/api/chat/thread/"+th+"/history", nil)["history"].([]any) {
+			if m := m.(map[string]any); m["type"] == "ai" {
+				answer = m["content"].(string)
+			}
+		}
+		return res, answer
+	}
+	blocked := func(what string, res map[string]any, answer string) {
+		t.Helper()
+		e, _ := res["error"].(map[string]any)
+		if res["status"] != "failed" || e == nil || e["type"] != "content_guard_blocked" {
+			t.Fatalf("%s: result %v", what, res)
+		}
+		if strings.Contains(answer, "forbidden") || !strings.Contains(answer, "内容安全") || res["output"] != answer {
+			t.Fatalf("%s: stored answer %q, output %v", what, answer, res["output"])
+		}
+	}
+
+	// Split across tokens, mid-word and in another case.
+	res, answer := result("hello", llmtest.Text("here is the FORBID", "DENWORD you asked for", " and more"))
+	blocked("split keyword", res, answer)
+	// Clean output passes.
+	if res, answer := result("hello", llmtest.Text("all ", "fine")); res["status"] != "completed" || answer != "all fine" {
+		t.Fatalf("clean output: %v %q", res, answer)
+	}
+
+	// LLM moderation of the final answer: the moderation model flags it.
+	p.Admin.OK("POST", "/api/system/config/update", map[string]any{"enable_content_guard_llm": true, "content_guard_llm_model": "fake:moderator"})
+	var moderated []string
+	p.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+		if req.Model == "moderator" {
+			moderated = append(moderated, req.LastUserMessage())
+			if strings.Contains(req.LastUserMessage(), "poison") {
+				return llmtest.Text("UNSAFE")
+			}
+			return llmtest.Text("SAFE")
+		}
+		if strings.Contains(req.LastUserMessage(), "recipe") {
+			return llmtest.Text("mix the poison ", "slowly")
+		}
+		return llmtest.Text("a harmless answer")
+	})
+	// Settings reach agent-step within the settings' staleness bound (1 s):
+	// until then answers pass unmoderated.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		res, answer = result("a recipe please")
+		if res["status"] == "failed" || time.Now().After(deadline) {
+			break
+		}
+	}
+	blocked("moderated answer", res, answer)
+	if res, answer := result("something else"); res["status"] != "completed" || answer != "a harmless answer" {
+		t.Fatalf("moderation passes a harmless answer: %v %q", res, answer)
+	}
+	if len(moderated) < 2 {
+		t.Fatalf("the moderation model saw %d texts", len(moderated))
+	}
+}

@@ -19,10 +19,12 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
+	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/webtool"
@@ -36,6 +38,9 @@ type Kit struct {
 	Agents  *agent.Store
 	Threads *thread.Store
 	Queue   *queue.Service
+	// Guard is the content guard over the system settings (keywords, and
+	// LLM moderation through core.Models), for model output in agent-step.
+	Guard *contentguard.Guard
 }
 
 // Open builds the kit on core. The tool registry holds the builtin tools plus
@@ -51,6 +56,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k.Runs = run.NewStore(core.Pool, core.Outbox, core.Stream, core.Log)
 	k.Agents = agent.NewStore(core.Pool, k.Tools.Has)
 	k.Threads = thread.NewStore(core.Pool)
+	k.Guard = contentguard.New(sysconfig.New(core.Pool, core.Redis, c.RedisPrefix)).WithModeration(contentguard.LLMModerator{Models: core.Models})
 	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Models}, core.Stream)
 	return k
 }
