@@ -3,12 +3,12 @@
 // the settings' version moves, so a change needs no restart) for user input,
 // streamed output and final output.
 //
-// Served so far: the matcher, its streaming scanner and the input check at
-// intake; the streamed/final output checks in agent-step and the optional
-// LLM moderation follow.
+// Served: the matcher, its streaming scanner (Guard.Scanner, used by
+// agent-step on streamed tokens), the input check at intake, the final
+// output check (CheckOutput) and optional LLM moderation (LLMModerator).
 //
-// Imported by: functions/intake, shared/bootstrap/identity, tests/bench.
-// May import: shared/failure, shared/sysconfig.
+// Imported by: functions/intake, shared/bootstrap/identity, shared/bootstrap/chat, tests/bench.
+// May import: shared/failure, shared/sysconfig, shared/llm.
 package contentguard
 
 import (

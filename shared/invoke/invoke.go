@@ -14,7 +14,7 @@
 //
 // Imported by: functions/intake, tests. May import: shared/queue,
 // shared/run, shared/thread, shared/agent, shared/access, shared/runstream,
-// shared/failure.
+// shared/failure, shared/llm.
 package invoke
 
 import (
@@ -57,6 +57,9 @@ type Deps struct {
 	Hub     *runstream.Hub
 	// SyncWait bounds every blocking call (default DefaultSyncWait).
 	SyncWait time.Duration
+	// Models and Guard serve the simple model call (/api/chat/call).
+	Models Models
+	Guard  Guard
 }
 
 // Service runs the invocation use cases.

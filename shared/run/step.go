@@ -42,6 +42,11 @@ type StepCommit struct {
 	TokenUsage      json.RawMessage // the run's cumulative usage after this step
 	// Partial marks a turn cut short by cancellation.
 	Partial bool
+	// GuardBlocked: the content guard refused the turn's output. Content is
+	// then the refusal text that replaces the answer, ToolCalls are empty,
+	// and the run ends failed with error_type content_guard_blocked (its
+	// output message is the refusal).
+	GuardBlocked bool
 	// UsedToolCallIDs are tool call ids the run already has (agent-step
 	// passes those of its claim's transcript), so that the common case needs
 	// no read of them; an id missing here costs the general path, not a
@@ -51,9 +56,10 @@ type StepCommit struct {
 
 // Step outcomes.
 const (
-	OutcomeTools     = "tools"     // tool calls fanned out; the last one to finish readies the next step
-	OutcomeCompleted = "completed" // the model answered without tool calls: the run completed
-	OutcomeCancelled = "cancelled" // the run was cancelled: it ended at this boundary
+	OutcomeTools     = "tools"                 // tool calls fanned out; the last one to finish readies the next step
+	OutcomeCompleted = "completed"             // the model answered without tool calls: the run completed
+	OutcomeCancelled = "cancelled"             // the run was cancelled: it ended at this boundary
+	OutcomeBlocked   = "content_guard_blocked" // the content guard refused the output: the run failed
 )
 
 // StepResult reports what a committed step did.
@@ -220,6 +226,9 @@ func (s *Store) queueStepWrites(ctx context.Context, b *pgx.Batch, c StepCommit,
 	if c.Partial {
 		meta["partial"] = true
 	}
+	if c.GuardBlocked {
+		meta["content_guard_blocked"] = true
+	}
 	if len(c.StepUsage) > 0 {
 		meta["usage"] = json.RawMessage(c.StepUsage)
 	}
@@ -257,6 +266,9 @@ func (s *Store) queueStepWrites(ctx context.Context, b *pgx.Batch, c StepCommit,
 		if status == StatusCancelRequested {
 			f.Status, f.ErrorType, f.ErrorMessage = StatusCancelled, "cancelled", "the run was cancelled"
 			res.Outcome = OutcomeCancelled
+		} else if c.GuardBlocked {
+			f.Status, f.ErrorType, f.ErrorMessage = StatusFailed, "content_guard_blocked", c.Content
+			res.Outcome = OutcomeBlocked
 		}
 		args, err := finishArgs(c.Run.ID, f)
 		if err != nil {

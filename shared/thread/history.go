@@ -53,10 +53,12 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 			m.message_type, m.image_content, r.status, r.error_type, r.error_message, r.started_at, r.finished_at,
 			coalesce((SELECT json_agg(json_build_object('id', tc.tool_call_id, 'name', tc.tool_name, 'input', tc.tool_input,
 				'output', tc.tool_output, 'status', tc.status, 'error', tc.error_message) ORDER BY tc.call_index)
-				FROM tool_calls tc WHERE tc.message_id = m.id), '[]'::json)
+				FROM tool_calls tc WHERE tc.message_id = m.id), '[]'::json),
+			(SELECT json_build_object('id', f.id, 'rating', f.rating, 'reason', f.reason, 'created_at', f.created_at)
+				FROM message_feedbacks f WHERE f.message_id = m.id AND f.uid = $2)
 		FROM messages m LEFT JOIN agent_runs r ON r.id = m.run_id
 		WHERE m.conversation_id = $1 AND m.transcript_seq IS NOT NULL
-		ORDER BY m.transcript_seq`, t.ConversationID)
+		ORDER BY m.transcript_seq`, t.ConversationID, uid)
 	if err != nil {
 		return nil, fmt.Errorf("load history: %w", err)
 	}
@@ -69,13 +71,16 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 			runStatus             *string
 			runErrType, runErrMsg *string
 			started, finished     *time.Time
-			calls                 []byte
+			calls, feedback       []byte
 		)
 		if err := rows.Scan(&h.ID, &role, &h.Content, &h.CreatedAt, &h.RunID, &h.RequestID, &h.DeliveryStatus, &h.ExtraMetadata,
-			&h.MessageType, &h.ImageContent, &runStatus, &runErrType, &runErrMsg, &started, &finished, &calls); err != nil {
+			&h.MessageType, &h.ImageContent, &runStatus, &runErrType, &runErrMsg, &started, &finished, &calls, &feedback); err != nil {
 			return nil, err
 		}
 		h.Type = roleType[role]
+		if feedback != nil {
+			h.Feedback = json.RawMessage(feedback)
+		}
 		if runStatus != nil && (*runStatus == "failed" || *runStatus == "cancelled") {
 			h.ErrorType, h.ErrorMessage = runErrType, runErrMsg
 		}

@@ -41,6 +41,8 @@ type Thread struct {
 	UpdatedAt      time.Time       `json:"updated_at"`
 	Metadata       json.RawMessage `json:"metadata"`
 	ThreadStatus   string          `json:"thread_status"`
+	ProjectID      *string         `json:"project_id"`
+	WorkdirPath    *string         `json:"workdir_path"`
 	ConversationID int64           `json:"-"`
 }
 
@@ -55,7 +57,7 @@ const threadCols = `c.id, c.thread_id, c.uid, c.agent_id, c.title, c.is_pinned, 
 		WHEN lr.status IN ('pending', 'running', 'cancel_requested') THEN 'loading'
 		WHEN lr.id IS NOT NULL AND lr.id IS DISTINCT FROM c.last_viewed_run_id THEN 'ready'
 		ELSE 'done'
-	END`
+	END, c.project_id, (SELECT p.workdir_path FROM projects p WHERE p.id = c.project_id)`
 
 const latestRunJoin = `LEFT JOIN LATERAL (
 		SELECT r.id, r.status FROM agent_runs r WHERE r.conversation_thread_id = c.thread_id AND r.run_type IN ('chat', 'resume')
@@ -63,7 +65,7 @@ const latestRunJoin = `LEFT JOIN LATERAL (
 
 func scanThread(row pgx.Row) (Thread, error) {
 	var t Thread
-	err := row.Scan(&t.ConversationID, &t.ID, &t.UID, &t.AgentID, &t.Title, &t.IsPinned, &t.CreatedAt, &t.UpdatedAt, &t.Metadata, &t.ThreadStatus)
+	err := row.Scan(&t.ConversationID, &t.ID, &t.UID, &t.AgentID, &t.Title, &t.IsPinned, &t.CreatedAt, &t.UpdatedAt, &t.Metadata, &t.ThreadStatus, &t.ProjectID, &t.WorkdirPath)
 	return t, err
 }
 
@@ -73,6 +75,8 @@ type CreateInput struct {
 	Title     *string         `json:"title"`
 	AgentID   string          `json:"agent_id"`
 	Metadata  json.RawMessage `json:"metadata"`
+	// ProjectID puts the thread in one of the caller's projects.
+	ProjectID *string `json:"project_id"`
 }
 
 // Create makes a thread for uid. It is idempotent on (uid, request_id). The
@@ -99,6 +103,13 @@ func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread,
 	if err := json.Unmarshal(meta, &obj); err != nil {
 		return Thread{}, failure.Unprocessable("invalid_thread", "metadata must be an object")
 	}
+	if in.ProjectID != nil && *in.ProjectID != "" {
+		if _, err := s.Project(ctx, uid, *in.ProjectID); err != nil {
+			return Thread{}, err
+		}
+	} else {
+		in.ProjectID = nil
+	}
 	if in.RequestID != nil {
 		if t, err := s.byRequest(ctx, uid, *in.RequestID); err == nil {
 			if t.AgentID != in.AgentID {
@@ -108,8 +119,8 @@ func (s *Store) Create(ctx context.Context, uid string, in CreateInput) (Thread,
 		}
 	}
 	id := newThreadID()
-	_, err := s.pool.Exec(ctx, `INSERT INTO conversations (thread_id, creation_request_id, uid, agent_id, title, extra_metadata)
-		VALUES ($1, $2, $3, $4, $5, $6)`, id, in.RequestID, uid, in.AgentID, title, meta)
+	_, err := s.pool.Exec(ctx, `INSERT INTO conversations (thread_id, creation_request_id, uid, agent_id, title, extra_metadata, project_id)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`, id, in.RequestID, uid, in.AgentID, title, meta, in.ProjectID)
 	if postgres.IsUniqueViolation(err, "conversations_uid_creation_request_id_key") && in.RequestID != nil {
 		// A concurrent create with this request_id won: answer its thread as a
 		// replay, or a conflict when it was for another agent.
@@ -268,4 +279,39 @@ func Lock(ctx context.Context, tx pgx.Tx, uid, threadID string) (Locked, error) 
 		return l, ErrNotFound
 	}
 	return l, err
+}
+
+// Viewed is the answer of POST /api/chat/thread/{id}/viewed.
+type Viewed struct {
+	ThreadID        string  `json:"thread_id"`
+	ThreadStatus    string  `json:"thread_status"`
+	LastViewedRunID *string `json:"last_viewed_run_id"`
+}
+
+// MarkViewed records that uid has seen the latest finished top-level run of
+// their thread, which clears the sidebar's unread state ("ready" becomes
+// "done"). A run still going is not marked: the thread stays "loading" and
+// becomes "ready" when it ends.
+func (s *Store) MarkViewed(ctx context.Context, uid, threadID string) (Viewed, error) {
+	var v Viewed
+	err := s.pool.QueryRow(ctx, `UPDATE conversations c SET last_viewed_run_id = coalesce((
+			SELECT r.id FROM agent_runs r WHERE r.conversation_thread_id = c.thread_id AND r.run_type IN ('chat', 'resume')
+				AND r.status NOT IN ('pending', 'running', 'cancel_requested')
+				AND NOT EXISTS (SELECT 1 FROM agent_runs n WHERE n.conversation_thread_id = c.thread_id AND n.run_type IN ('chat', 'resume')
+					AND n.created_at > r.created_at)
+			ORDER BY r.created_at DESC LIMIT 1), c.last_viewed_run_id)
+		WHERE c.thread_id = $1 AND c.uid = $2 AND c.status <> 'deleted'
+		RETURNING c.thread_id, c.last_viewed_run_id`, threadID, uid).Scan(&v.ThreadID, &v.LastViewedRunID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Viewed{}, ErrNotFound
+	}
+	if err != nil {
+		return Viewed{}, fmt.Errorf("mark thread viewed: %w", err)
+	}
+	t, err := s.Get(ctx, uid, threadID)
+	if err != nil {
+		return Viewed{}, err
+	}
+	v.ThreadStatus = t.ThreadStatus
+	return v, nil
 }

@@ -27,11 +27,15 @@ const (
 // the file path, not the thread row lookup (one indexed SELECT).
 type benchThreads struct{}
 
-func (benchThreads) Get(context.Context, string, string) (thread.Thread, error) { return thread.Thread{}, nil }
+func (benchThreads) Get(context.Context, string, string) (thread.Thread, error) {
+	return thread.Thread{}, nil
+}
 func (benchThreads) AddAttachments(context.Context, string, string, []thread.Attachment) ([]thread.Attachment, error) {
 	return nil, nil
 }
-func (benchThreads) Attachments(context.Context, string, string) ([]thread.Attachment, error) { return nil, nil }
+func (benchThreads) Attachments(context.Context, string, string) ([]thread.Attachment, error) {
+	return nil, nil
+}
 func (benchThreads) RemoveAttachment(context.Context, string, string, string) (thread.Attachment, error) {
 	return thread.Attachment{}, nil
 }

@@ -96,6 +96,13 @@ var checkParam = map[intake.Check]string{
 	intake.ReadAgent: "agent_id", intake.ManageAgent: "agent_id", intake.ReadKB: "kb_id", intake.ManageKB: "kb_id",
 	intake.ReadDataset: "dataset_id", intake.ManageDataset: "dataset_id",
 	intake.ReadSchedule: "schedule_id", intake.ManageSchedule: "schedule_id",
+	intake.OwnMessage: "message_id",
+}
+
+// listQuery completes list routes without a check that need a query to
+// answer 200 (and then must still show B nothing of A's).
+var listQuery = map[string]string{
+	"GET /api/chat/threads/search": "?q=alice",
 }
 
 // readOnlyWrites are non-GET routes with a read check, and why reading is enough.
@@ -199,6 +206,13 @@ func TestTwoAccountSuite(t *testing.T) {
 	aliceFileID := alice.OK("POST", "/api/chat/thread/"+threadID+"/attachments/confirm", map[string]any{
 		"attachments": []map[string]any{{"object_name": aliceConfirm}}})["attachments"].([]any)[0].(map[string]any)["file_id"].(string)
 	alice.OK("PUT", "/api/workspace/file", map[string]any{"path": "/alice-plan.md", "content": "alice's workspace plan"})
+	messageID := ""
+	for _, m := range alice.OK("GET", "/api/chat/thread/"+threadID+"/history", nil)["history"].([]any) {
+		if m := m.(map[string]any); m["type"] == "ai" {
+			messageID = fmt.Sprint(m["id"])
+		}
+	}
+	alice.OK("POST", "/api/chat/message/"+messageID+"/feedback", map[string]any{"rating": "like", "reason": "alice's feedback"})
 	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
 	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
 	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
@@ -257,6 +271,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		keyPrefix, kbID, docID, bundleID, folderID, image, "owner-bucket", "pangolin", datasetID, evalRunID, "owner's benchmark", scheduleID}
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	secrets = append(secrets, "alice-notes", "alice-brief", "alice-plan", "alice's workspace plan", aliceFileID)
+	secrets = append(secrets, "alice's feedback")
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -270,7 +285,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID,
-		"path": "uploads/alice-brief.txt", "file_id": aliceFileID}
+		"path": "uploads/alice-brief.txt", "file_id": aliceFileID, "message_id": messageID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
 		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID}
 	chat := func(reader *testkit.Client) fixture {
@@ -290,6 +305,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		intake.OwnRun:         chat(nil),
 		intake.OwnRequest:     chat(nil),
 		intake.OwnAPIKey:      chat(nil),
+		intake.OwnMessage:     chat(nil),
 		intake.ReadAgent:      chat(carol),
 		intake.ManageAgent:    chat(carol),
 		intake.ReadKB:         knowledge(kbReader),
@@ -435,7 +451,9 @@ func TestTwoAccountSuite(t *testing.T) {
 			'counts', (SELECT json_build_object('conversations', (SELECT count(*) FROM conversations), 'messages', (SELECT count(*) FROM messages),
 				'runs', (SELECT count(*) FROM agent_runs), 'requests', (SELECT count(*) FROM agent_run_requests), 'agents', (SELECT count(*) FROM agents),
 				'api_keys', (SELECT count(*) FROM api_keys), 'kbs', (SELECT count(*) FROM knowledge_bases), 'files', (SELECT count(*) FROM knowledge_files),
-				'sources', (SELECT count(*) FROM knowledge_sources), 'outbox', (SELECT count(*) FROM outbox))))::text`,
+				'sources', (SELECT count(*) FROM knowledge_sources), 'outbox', (SELECT count(*) FROM outbox),
+				'feedbacks', (SELECT json_agg(f ORDER BY f.id) FROM message_feedbacks f), 'projects', (SELECT count(*) FROM projects),
+				'viewed', (SELECT last_viewed_run_id FROM conversations WHERE thread_id = $1))))::text`,
 			threadID, runID, requestID, keyID, agentID, kbID).Scan(&rows)
 		if err != nil {
 			t.Fatal(err)
@@ -490,6 +508,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			// Lists and other reads without a check answer B with nothing of A's.
 			if rt.Method == "GET" && rt.Access != intake.Public {
 				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "provider_id": "fake"})
+				path += listQuery[rt.Pattern()]
 				walked["(lists: no check)"]++
 				for _, b := range attackers {
 					if !b.admin && (rt.Access == intake.Admin || rt.Access == intake.SuperAdmin) {
@@ -653,12 +672,12 @@ func TestTwoAccountSuite(t *testing.T) {
 	// account changes its own settings, and A's stay as they were (checked
 	// by identityStored above and below).
 	for _, rt := range routes {
-		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice,
+		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice, intake.OwnMessage: alice,
 			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner}[rt.Check]
 		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
 			continue
 		}
-		ids := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID,
+		ids := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "message_id": messageID,
 			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
 		if owner == kbOwner {
 			ids = kbIDs // a KB's run_id is an evaluation run's

@@ -22,11 +22,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -85,7 +87,25 @@ type Config struct {
 	// Summaries, when set, compresses long contexts (L1 trimming, L2
 	// summaries; see compaction.go); nil sends the whole transcript.
 	Summaries Summaries
+	// Guard checks the model's output (nil: off): streamed tokens against
+	// the keyword list, the final answer against keywords and, when on, LLM
+	// moderation.
+	Guard OutputGuard
 }
+
+// OutputGuard is the content guard on model output (contentguard.Guard).
+type OutputGuard interface {
+	// Scanner returns a per-stream keyword scan (nil: nothing to scan).
+	Scanner(ctx context.Context) (func(chunk string) bool, error)
+	CheckOutput(ctx context.Context, text string) error
+}
+
+// guardRefusal replaces an answer the content guard refused (the
+// original's refusal text).
+const guardRefusal = "内容包含敏感信息，已被内容安全策略拦截"
+
+// errGuardBlocked ends a model stream whose tokens hit a keyword.
+var errGuardBlocked = errors.New("content guard: keyword in streamed output")
 
 // Handler handles io.yuxi.agent.step.ready.v1.
 type Handler struct {
@@ -199,6 +219,19 @@ func (s *step) execute(ctx context.Context) error {
 	if out.failed != nil {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_error", ErrorMessage: out.failed.Error()})
 	}
+	if !out.blocked && !out.cancelled && h.cfg.Guard != nil && out.resp.Content != "" {
+		// The final answer as a whole: keywords, and LLM moderation when on.
+		if err := h.cfg.Guard.CheckOutput(ctx, out.resp.Content); err != nil {
+			if fe, ok := failure.As(err); !ok || !strings.HasPrefix(fe.Code, "content_guard_") {
+				return fmt.Errorf("content guard: %w", err) // retried
+			}
+			out.blocked = true
+		}
+	}
+	if out.blocked {
+		// The stored message is the refusal, as the original replaces it.
+		out.resp = llm.Response{Content: guardRefusal, Usage: out.resp.Usage}
+	}
 	return s.commit(ctx, started, out)
 }
 
@@ -273,6 +306,7 @@ func (s *step) retryMarker(ctx context.Context, currentMessageID, reason string)
 type modelOutcome struct {
 	resp            llm.Response
 	streamMessageID string
+	blocked         bool // the content guard refused the output
 	cancelled       bool
 	leaseLost       bool
 	failed          error
@@ -342,13 +376,31 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			b.Mirror(*r.CreatedByRunID) // the child's tokens in the parent's SSE, scoped by the child's thread
 		}
 		deltas := 0
+		var scan func(string) bool
+		if h.cfg.Guard != nil {
+			var gerr error
+			if scan, gerr = h.cfg.Guard.Scanner(ctx); gerr != nil {
+				_ = b.Close(context.WithoutCancel(ctx))
+				return modelOutcome{}, fmt.Errorf("content guard: %w", gerr) // retried
+			}
+		}
 		resp, err := model.Stream(streamCtx, req, func(d llm.Delta) error {
 			deltas++
 			if deltas == 6 { // far enough in that batches have reached the stream
 				h.crash("step.streaming")
 			}
+			// The scan keeps the automaton's state across deltas: a keyword
+			// split over tokens is found when its last rune arrives, before
+			// the delta carrying it is forwarded.
+			if scan != nil && d.Content != "" && scan(d.Content) {
+				return errGuardBlocked
+			}
 			return s.forward(streamCtx, b, msgID, d)
 		})
+		if errors.Is(err, errGuardBlocked) {
+			_ = b.Close(context.WithoutCancel(ctx))
+			return modelOutcome{streamMessageID: msgID, blocked: true}, nil
+		}
 		if err == nil {
 			// Buffered, not urgent: the Close below appends them with the
 			// last tokens in one round trip (urgent was one per call).
@@ -396,6 +448,7 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
+		GuardBlocked:    out.blocked,
 		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
 	}
 	res, err := h.runs.CommitStep(ctx, c)

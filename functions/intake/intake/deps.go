@@ -9,11 +9,13 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
+	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
@@ -104,6 +106,10 @@ type Deps struct {
 	// artifact and attachment routes read and write files through its file
 	// API (nil: those routes answer 503 sandbox_unavailable).
 	Sandbox *sandbox.Client
+	// Models answers /api/chat/call (nil: 503 models_unavailable).
+	Models invoke.Models
+	// ChatImages stores images uploaded for chat messages (nil: 503).
+	ChatImages *chatimage.Store
 }
 
 // MarkdownParser parses a document to Markdown.

@@ -72,6 +72,8 @@ const (
 	OwnSkillDraft Check = "skill_draft_owner"
 	// OwnPersonalSkill: {slug} is looked up in the caller's own workspace only.
 	OwnPersonalSkill Check = "personal_skill_owner"
+	// OwnMessage: {message_id} is a message of one of the caller's threads.
+	OwnMessage Check = "message_owner"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -191,6 +193,18 @@ func (s *Server) Routes() []Route {
 		{"PUT", "/api/chat/thread/{thread_id}", User, OwnThread, s.updateThread},
 		{"DELETE", "/api/chat/thread/{thread_id}", User, OwnThread, s.deleteThread},
 		{"GET", "/api/chat/thread/{thread_id}/history", User, OwnThread, s.threadHistory},
+		// Chat (routes_chat.go).
+		{"POST", "/api/chat/call", User, NoCheck, s.chatCall},
+		{"GET", "/api/chat/thread/{thread_id}/state", User, OwnThread, s.threadState},
+		{"GET", "/api/chat/threads/search", User, NoCheck, s.searchThreads}, // the caller's own threads only
+		{"POST", "/api/chat/thread/{thread_id}/viewed", User, OwnThread, s.markViewed},
+		{"POST", "/api/chat/message/{message_id}/feedback", User, OwnMessage, s.submitFeedback},
+		{"GET", "/api/chat/message/{message_id}/feedback", User, OwnMessage, s.getFeedback},
+		{"POST", "/api/chat/image/upload", User, NoCheck, s.uploadChatImage},
+		// Projects (routes_chat.go): the caller's own.
+		{"GET", "/api/projects", User, NoCheck, s.listProjects},
+		{"POST", "/api/projects", User, NoCheck, s.createProject},
+		{"GET", "/api/projects/history-candidates", User, NoCheck, s.projectHistoryCandidates},
 
 		// Runs and the request queue (routes_run.go).
 		{"POST", "/api/agent/runs", User, AgentsInBody, s.submitRun},

@@ -31,6 +31,9 @@ type submitBody struct {
 type submitMeta struct {
 	RequestID         string   `json:"request_id"`
 	AttachmentFileIDs []string `json:"attachment_file_ids"`
+	// ImageID names an image from /api/chat/image/upload: the user message
+	// carries it and references it (chatimage.Store.Bind).
+	ImageID string `json:"image_id"`
 }
 
 // submitRun is request intake (contracts §3.2), or a resume run when resume is set.
@@ -63,6 +66,17 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 	if err := s.d.Guard.CheckInput(r.Context(), in.Query); err != nil {
 		return err
 	}
+	imageID := ""
+	if in.Meta != nil && in.Meta.ImageID != "" {
+		if s.d.ChatImages == nil {
+			return failure.New(failure.KindUnavailable, "uploads_unavailable", "chat images are not configured")
+		}
+		content, err := s.d.ChatImages.Content(r.Context(), p.UID, in.Meta.ImageID)
+		if err != nil {
+			return err
+		}
+		imageID, in.ImageContent = in.Meta.ImageID, &content
+	}
 	query := in.Query
 	if in.Meta != nil && len(in.Meta.AttachmentFileIDs) > 0 {
 		// Bind the thread's attachments to this request (422 when one is not
@@ -81,6 +95,13 @@ func (s *Server) submitRun(w http.ResponseWriter, r *http.Request, p auth.Princi
 		ToolApprovalMode: in.ToolApproval})
 	if err != nil {
 		return err
+	}
+	if imageID != "" {
+		// The message carries the image already; a concurrent second use
+		// only loses the reference (and the sweep keeps the object).
+		if err := s.d.ChatImages.Bind(r.Context(), p.UID, imageID, out.MessageID); err != nil {
+			s.log.Warn("chat image not bound", "image_id", imageID, "message_id", out.MessageID, "error", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

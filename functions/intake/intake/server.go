@@ -45,8 +45,11 @@ func New(d Deps) *Server {
 	if d.MaxBodyBytes <= 0 {
 		d.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{d: d, log: d.Log, inv: invoke.New(invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads,
-		Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait})}
+	inv := invoke.Deps{Queue: d.Queue, Runs: d.Runs, Threads: d.Threads, Agents: d.Agents, Hub: d.Hub, SyncWait: d.SyncWait, Models: d.Models}
+	if d.Guard != nil {
+		inv.Guard = d.Guard
+	}
+	s := &Server{d: d, log: d.Log, inv: invoke.New(inv)}
 	fc := userfiles.Config{Threads: d.Threads, Blob: d.Blob, Parser: d.Parser}
 	if d.Sandbox != nil {
 		fc.Sandbox = d.Sandbox

@@ -20,11 +20,13 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/compaction"
+	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/queue"
 	"github.com/yuxi-serverless/yuxi/shared/ratelimit"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/subagent"
+	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/webtool"
@@ -43,6 +45,9 @@ type Kit struct {
 	Subagents *subagent.Service
 	// Summaries stores context compression summaries (agent-step).
 	Summaries *compaction.Store
+	// Guard is the content guard over the system settings (keywords, and
+	// LLM moderation through core.Models), for model output in agent-step.
+	Guard *contentguard.Guard
 }
 
 // Open builds the kit on core. The tool registry holds the builtin tools plus
@@ -61,6 +66,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
 	base = append(base, k.Subagents.Tools()...)
 	k.Tools = tool.NewRegistry(append(base, more...)...)
+	k.Guard = contentguard.New(sysconfig.New(core.Pool, core.Redis, c.RedisPrefix)).WithModeration(contentguard.LLMModerator{Models: core.Providers})
 	k.Queue = queue.NewService(core.Pool, core.Outbox, k.Runs, k.Agents, modelCatalog{core.Providers}, core.Stream)
 	return k
 }

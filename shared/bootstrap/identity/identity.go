@@ -1,11 +1,14 @@
 // Package identity builds the identity side of the API on a bootstrap.Core:
-// the auth service (chat.Auth), users' own settings and images, and OIDC
+// the auth service (chat.Auth), users' own settings and images (avatars,
+// profile and chat-message images), the content guard (keywords, and LLM
+// moderation through the process's models), and OIDC
 // single sign-on from the original's OIDC_* variables. It opens no
 // connection of its own; the OIDC provider is reached on first login.
 //
 // Imported by: the intake main, infra/local.
 // May import: shared/bootstrap, shared/bootstrap/chat, shared/auth, shared/blob,
-// shared/contentguard, shared/oidc, shared/sysconfig, shared/usersettings.
+// shared/contentguard, shared/oidc, shared/sysconfig, shared/usersettings,
+// shared/chatimage.
 package identity
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
+	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
@@ -30,6 +34,8 @@ type Kit struct {
 	SysConfig *sysconfig.Store
 	// Guard is the content guard over SysConfig's keyword list.
 	Guard *contentguard.Guard
+	// ChatImages are images uploaded for chat messages (/api/chat/image/upload).
+	ChatImages *chatimage.Store
 	// Ready are the dependencies /api/system/ready checks: Postgres and Redis.
 	Ready map[string]func(context.Context) error
 }
@@ -46,9 +52,10 @@ func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, e
 	}
 	sys := sysconfig.New(core.Pool, core.Redis, core.Config.RedisPrefix)
 	return Kit{Auth: a, Settings: usersettings.New(core.Pool, objects),
-		OIDC:      oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log}),
-		SysConfig: sys,
-		Guard:     contentguard.New(sys),
+		OIDC:       oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log}),
+		SysConfig:  sys,
+		Guard:      contentguard.New(sys).WithModeration(contentguard.LLMModerator{Models: core.Models}),
+		ChatImages: chatimage.New(core.Pool, objects),
 		Ready: map[string]func(context.Context) error{
 			"postgres": core.Pool.Ping,
 			"redis":    func(ctx context.Context) error { return core.Redis.Ping(ctx).Err() },
