@@ -55,7 +55,9 @@ func TestSIGKILLMidExec(t *testing.T) {
 		errc <- err
 	}()
 	started := filepath.Join(dir, "volume", "threads", "t-kill", "user-data", "outputs", "s")
-	waitFor(t, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	// Wait for the content, not the file: the shell creates the file before
+	// it writes, and a kill between the two would leave it empty.
+	waitFor(t, "the command to start", func() bool { b, err := os.ReadFile(started); return err == nil && string(b) == "started\n" })
 	group := filepath.Join(ownPidsGroup(t), parent, sb.ID)
 	if n := procsBelow(group); n == 0 {
 		t.Fatalf("no process in %s while the command runs", group)
