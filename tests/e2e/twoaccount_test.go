@@ -678,7 +678,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			continue
 		}
 		ids := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "message_id": messageID,
-			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image}
+			"agent_id": agentID, "kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
+			"path": "uploads/alice-brief.txt"}
 		if owner == kbOwner {
 			ids = kbIDs // a KB's run_id is an evaluation run's
 		}
