@@ -1,5 +1,6 @@
 // Package cli is the `yuxi` command line: remotes (add, use, ping, list),
-// login with an API key, whoami, status, logout, and knowledge bases (list,
+// login with an API key, whoami, status, logout, a local chat page that
+// proxies an agent with the stored key (chat), and knowledge bases (list,
 // query, open and find in a document, upload of files and directories — resumable by content hash, with
 // a bounded number of uploads in flight). Login takes an API key or runs
 // the device-code flow with a browser. Configuration lives in
@@ -44,6 +45,8 @@ const usage = `usage: yuxi [--json] [--remote NAME] <command>
   login --api-key KEY      store an API key for the remote (checked against it)
   login --browser [--no-open]  sign in with the browser (device code) and store a new API key
   whoami | status | logout
+  chat [--agent-slug SLUG] [--no-open] [--port N]
+                           a local chat page (127.0.0.1) proxying the agent with the stored key
   kb list
   kb query KB_ID QUERY [--top-k N]
   kb upload KB_ID PATH... [--concurrency 1-300] [--include-ext md,txt,…]
@@ -131,6 +134,8 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 		return usagef("unknown remote command %q", sub)
 	case "login":
 		return a.login(ctx, args[1:])
+	case "chat":
+		return a.chat(ctx, args[1:])
 	case "whoami":
 		return a.whoami(ctx)
 	case "status":
