@@ -1,6 +1,7 @@
 // Package web drives the web UI (web/) in a real Chromium against the whole
 // platform with a scripted model: the journey of browser/journey.mjs, with
-// screenshots of every step in light and dark.
+// screenshots of every step in light and dark; and the local chat page of
+// `yuxi chat` (browser/clichat.mjs).
 //
 // May import: tests/testkit, infra/local, shared/llm/llmtest.
 package web
