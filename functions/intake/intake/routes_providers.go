@@ -25,66 +25,55 @@ func writeSuccess(w http.ResponseWriter, data any) {
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": data})
 }
 
-func (s *Server) listProviders(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+// withProviders answers {"success": true, "data": …} with what call returns
+// from the store (503 when the deployment has no providers store).
+func (s *Server) withProviders(w http.ResponseWriter, call func(*modelprovider.Store) (any, error)) error {
 	ps, err := s.providers()
 	if err != nil {
 		return err
 	}
-	list, err := ps.List(r.Context())
+	data, err := call(ps)
 	if err != nil {
 		return err
 	}
-	writeSuccess(w, list)
+	writeSuccess(w, data)
 	return nil
+}
+
+func (s *Server) listProviders(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) { return ps.List(r.Context()) })
 }
 
 func (s *Server) createProvider(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ps, err := s.providers()
-	if err != nil {
-		return err
-	}
-	var in modelprovider.Input
-	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		return err
-	}
-	v, err := ps.Create(r.Context(), p.Username, in)
-	if err != nil {
-		return err
-	}
-	s.log.Info("model provider created", "provider_id", v.ProviderID, "user_id", p.UserID)
-	writeSuccess(w, v)
-	return nil
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) {
+		var in modelprovider.Input
+		if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+			return nil, err
+		}
+		v, err := ps.Create(r.Context(), p.Username, in)
+		if err == nil {
+			s.log.Info("model provider created", "provider_id", v.ProviderID, "user_id", p.UserID)
+		}
+		return v, err
+	})
 }
 
 func (s *Server) getProvider(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	ps, err := s.providers()
-	if err != nil {
-		return err
-	}
-	v, err := ps.Get(r.Context(), r.PathValue("provider_id"))
-	if err != nil {
-		return err
-	}
-	writeSuccess(w, v)
-	return nil
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) { return ps.Get(r.Context(), r.PathValue("provider_id")) })
 }
 
 func (s *Server) updateProvider(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	ps, err := s.providers()
-	if err != nil {
-		return err
-	}
-	var in modelprovider.Input
-	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
-		return err
-	}
-	v, err := ps.Update(r.Context(), p.Username, r.PathValue("provider_id"), in)
-	if err != nil {
-		return err
-	}
-	s.log.Info("model provider updated", "provider_id", v.ProviderID, "user_id", p.UserID)
-	writeSuccess(w, v)
-	return nil
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) {
+		var in modelprovider.Input
+		if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+			return nil, err
+		}
+		v, err := ps.Update(r.Context(), p.Username, r.PathValue("provider_id"), in)
+		if err == nil {
+			s.log.Info("model provider updated", "provider_id", v.ProviderID, "user_id", p.UserID)
+		}
+		return v, err
+	})
 }
 
 func (s *Server) deleteProvider(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -101,16 +90,9 @@ func (s *Server) deleteProvider(w http.ResponseWriter, r *http.Request, p auth.P
 }
 
 func (s *Server) remoteModels(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	ps, err := s.providers()
-	if err != nil {
-		return err
-	}
-	ms, err := ps.RemoteModels(r.Context(), r.PathValue("provider_id"))
-	if err != nil {
-		return err
-	}
-	writeSuccess(w, ms)
-	return nil
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) {
+		return ps.RemoteModels(r.Context(), r.PathValue("provider_id"))
+	})
 }
 
 func (s *Server) refreshModelCache(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
@@ -127,16 +109,9 @@ func (s *Server) refreshModelCache(w http.ResponseWriter, r *http.Request, _ aut
 }
 
 func (s *Server) modelsV2(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	ps, err := s.providers()
-	if err != nil {
-		return err
-	}
-	g, err := ps.Grouped(r.Context(), r.URL.Query().Get("model_type"))
-	if err != nil {
-		return err
-	}
-	writeSuccess(w, g)
-	return nil
+	return s.withProviders(w, func(ps *modelprovider.Store) (any, error) {
+		return ps.Grouped(r.Context(), r.URL.Query().Get("model_type"))
+	})
 }
 
 // modelStatus answers 200 with status error/unavailable/available, as the
