@@ -14,7 +14,13 @@ locals {
     YUXI_EVENTBRIDGE_BUS  = aws_cloudwatch_event_bus.events.name
     YUXI_BLOB_URI         = "s3://${local.objects_bucket}/objects?region=${var.region}"
     YUXI_SSE_MAX_DURATION = "14m"
-  })
+  }, local.sandbox_env)
+  # The functions reach the provisioner at its private address (the sandbox tools, files and skills).
+  sandbox_env = var.provisioner.enabled ? {
+    SANDBOX_PROVISIONER_URL   = "http://${aws_instance.provisioner[0].private_ip}:${local.provisioner_port}"
+    SANDBOX_PROVISIONER_TOKEN = var.provisioner_token
+  } : {}
+  provisioner_port = 8002
 }
 
 # ---- data stores (optional) -------------------------------------------------
@@ -275,13 +281,27 @@ resource "aws_instance" "provisioner" {
   instance_type          = var.provisioner.instance_type
   subnet_id              = length(var.subnet_ids) > 0 ? var.subnet_ids[0] : null
   vpc_security_group_ids = var.security_group_ids
+  iam_instance_profile   = var.provisioner.instance_profile != "" ? var.provisioner.instance_profile : null
   user_data = templatefile("${path.module}/provisioner.sh.tftpl", {
-    image        = var.provisioner.image
-    database_url = local.database_url
+    image         = var.provisioner.image
+    sandbox_image = var.provisioner.sandbox_image
+    token         = var.provisioner_token
+    port          = local.provisioner_port
   })
   tags = {
     Name = "${var.name}-provisioner"
   }
+}
+
+# The functions share the provisioner's security group: members may reach its port.
+resource "aws_vpc_security_group_ingress_rule" "provisioner" {
+  count                        = var.provisioner.enabled && length(var.security_group_ids) > 0 ? 1 : 0
+  security_group_id            = var.security_group_ids[0]
+  referenced_security_group_id = var.security_group_ids[0]
+  ip_protocol                  = "tcp"
+  from_port                    = local.provisioner_port
+  to_port                      = local.provisioner_port
+  description                  = "functions to the sandbox provisioner"
 }
 
 # ---- web UI: S3 behind CloudFront, /api/* to the intake Function URL ----------

@@ -126,13 +126,30 @@ variable "function_env" {
 
 variable "provisioner" {
   type = object({
-    enabled       = bool
-    instance_type = optional(string, "t3.medium")
-    ami_id        = optional(string, "")
-    image         = optional(string, "")
+    enabled          = bool
+    instance_type    = optional(string, "t3.medium")
+    ami_id           = optional(string, "")
+    image            = optional(string, "")
+    sandbox_image    = optional(string, "")
+    instance_profile = optional(string, "")
   })
   default     = { enabled = false }
-  description = "The sandbox provisioner on one EC2 instance with the docker backend (Lambda cannot run sandboxes); image is its container image."
+  description = "The sandbox provisioner on one EC2 instance with the docker backend (Lambda cannot run sandboxes): image is its container image (make images: <repo>:sandbox-provisioner, linux/amd64), sandbox_image the sandboxes' image (infra/sandbox-provisioner/image), instance_profile one that may pull both."
+  validation {
+    condition     = !var.provisioner.enabled || (var.provisioner.image != "" && var.provisioner.sandbox_image != "")
+    error_message = "An enabled provisioner needs image and sandbox_image."
+  }
+}
+
+variable "provisioner_token" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "SANDBOX_PROVISIONER_TOKEN shared by the provisioner and the functions (at least 32 characters; required with the provisioner)."
+  validation {
+    condition     = var.provisioner_token == "" || length(var.provisioner_token) >= 32
+    error_message = "provisioner_token must be at least 32 characters."
+  }
 }
 
 variable "web_dir" {

@@ -13,8 +13,15 @@ locals {
     YUXI_PUBSUB_TOPICS    = local.topic_routes
     YUXI_BLOB_URI         = "s3://${google_storage_bucket.objects.name}/objects?endpoint=storage.googleapis.com"
     YUXI_SSE_MAX_DURATION = "14m"
-  })
-  pubsub_agent = "service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
+  }, local.sandbox_env)
+  # The functions reach the provisioner at the VM's internal address through the VPC connector.
+  sandbox_env = var.provisioner.enabled ? {
+    SANDBOX_PROVISIONER_URL   = "http://${google_compute_instance.provisioner[0].network_interface[0].network_ip}:${local.provisioner_port}"
+    SANDBOX_PROVISIONER_TOKEN = var.provisioner_token
+  } : {}
+  provisioner_port = 8002
+  sandbox_volume   = "/var/lib/yuxi/sandbox"
+  pubsub_agent     = "service-${data.google_project.this.number}@gcp-sa-pubsub.iam.gserviceaccount.com"
 }
 
 resource "google_project_service" "apis" {
@@ -218,6 +225,7 @@ resource "google_compute_instance" "provisioner" {
   name         = "${var.name}-provisioner"
   machine_type = var.provisioner.machine_type
   zone         = var.provisioner.zone != "" ? var.provisioner.zone : "${var.region}-b"
+  tags         = ["${var.name}-provisioner"]
   boot_disk {
     initialize_params {
       image = "cos-cloud/cos-stable"
@@ -225,27 +233,61 @@ resource "google_compute_instance" "provisioner" {
     }
   }
   network_interface {
-    network = "default"
+    network = var.provisioner.network
   }
+  # Container-Optimized OS runs the declared container as root with the
+  # engine's socket and the volume (the sandboxes are sibling containers
+  # mounting the same host folder). The sandbox image is pulled first.
   metadata = {
     "gce-container-declaration" = yamlencode({
       spec = {
         containers = [{
           image = var.provisioner.image
           env = [
-            { name = "DATABASE_URL", value = var.database_url },
-            { name = "YUXI_SANDBOX_BACKEND", value = "docker" },
+            { name = "PROVISIONER_BACKEND", value = "docker" },
+            { name = "SANDBOX_PROVISIONER_TOKEN", value = var.provisioner_token },
+            { name = "SANDBOX_IMAGE", value = var.provisioner.sandbox_image },
+            { name = "SANDBOX_VOLUME_DIR", value = local.sandbox_volume },
+            { name = "DOCKER_THREADS_HOST_PATH", value = local.sandbox_volume },
+            { name = "PORT", value = tostring(local.provisioner_port) },
           ]
-          volumeMounts = [{ name = "docker", mountPath = "/var/run/docker.sock" }]
+          securityContext = { runAsUser = 0 }
+          volumeMounts = [
+            { name = "docker", mountPath = "/var/run/docker.sock" },
+            { name = "volume", mountPath = local.sandbox_volume },
+          ]
         }]
-        volumes       = [{ name = "docker", hostPath = { path = "/var/run/docker.sock" } }]
+        volumes = [
+          { name = "docker", hostPath = { path = "/var/run/docker.sock" } },
+          { name = "volume", hostPath = { path = local.sandbox_volume } },
+        ]
         restartPolicy = "Always"
       }
     })
+    # COS: credentials for the sandbox image's registry (Artifact Registry through the VM's service account), then pull it.
+    startup-script = <<-EOT
+      export HOME=/var/lib/yuxi && mkdir -p "$HOME"
+      docker-credential-gcr configure-docker --registries=${split("/", var.provisioner.sandbox_image)[0]} || true
+      docker pull '${var.provisioner.sandbox_image}'
+    EOT
   }
   service_account {
     email  = google_service_account.function["tool-invoke"].email
     scopes = ["cloud-platform"]
+  }
+}
+
+# Only the VPC connector's range reaches the provisioner's port.
+resource "google_compute_firewall" "provisioner" {
+  count         = var.provisioner.enabled ? 1 : 0
+  name          = "${var.name}-provisioner"
+  network       = var.provisioner.network
+  direction     = "INGRESS"
+  source_ranges = var.provisioner.source_ranges
+  target_tags   = ["${var.name}-provisioner"]
+  allow {
+    protocol = "tcp"
+    ports    = [tostring(local.provisioner_port)]
   }
 }
 

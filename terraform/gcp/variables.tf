@@ -103,11 +103,29 @@ variable "function_env" {
 
 variable "provisioner" {
   type = object({
-    enabled      = bool
-    machine_type = optional(string, "e2-standard-2")
-    image        = optional(string, "")
-    zone         = optional(string, "")
+    enabled       = bool
+    machine_type  = optional(string, "e2-standard-2")
+    image         = optional(string, "")
+    sandbox_image = optional(string, "")
+    zone          = optional(string, "")
+    network       = optional(string, "default")
+    source_ranges = optional(list(string), ["10.8.0.0/28"])
   })
   default     = { enabled = false }
-  description = "The sandbox provisioner on a Compute Engine VM with the docker backend (Cloud Run cannot run sandboxes)."
+  description = "The sandbox provisioner on a Compute Engine VM with the docker backend (Cloud Run cannot run sandboxes): image is its container image (make images: <repo>:sandbox-provisioner), sandbox_image the sandboxes' image (infra/sandbox-provisioner/image), source_ranges the VPC connector's range allowed to reach it."
+  validation {
+    condition     = !var.provisioner.enabled || (var.provisioner.image != "" && var.provisioner.sandbox_image != "")
+    error_message = "An enabled provisioner needs image and sandbox_image."
+  }
+}
+
+variable "provisioner_token" {
+  type        = string
+  default     = ""
+  sensitive   = true
+  description = "SANDBOX_PROVISIONER_TOKEN shared by the provisioner and the functions (at least 32 characters; required with the provisioner)."
+  validation {
+    condition     = var.provisioner_token == "" || length(var.provisioner_token) >= 32
+    error_message = "provisioner_token must be at least 32 characters."
+  }
 }

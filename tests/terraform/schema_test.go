@@ -83,6 +83,8 @@ var resources = map[string]*schema{
 		"iam_instance_profile", "key_name", "associate_public_ip_address", "tags"),
 		map[string]*schema{"root_block_device": s(a("volume_size", "volume_type", "encrypted"), nil)},
 		"id", "arn", "private_ip", "public_ip", "private_dns"),
+	"aws_vpc_security_group_ingress_rule": s(a("security_group_id", "referenced_security_group_id", "cidr_ipv4", "cidr_ipv6",
+		"prefix_list_id", "ip_protocol", "from_port", "to_port", "description", "tags"), nil, "id", "arn", "security_group_rule_id"),
 	"aws_cloudfront_function": s(a("name", "runtime", "code", "comment", "publish", "key_value_store_associations"), nil,
 		"id", "arn", "etag", "live_stage_etag", "status"),
 	"aws_cloudfront_origin_access_control": s(a("name", "description", "origin_access_control_origin_type", "signing_behavior", "signing_protocol"), nil, "id", "etag"),
@@ -145,10 +147,13 @@ var resources = map[string]*schema{
 			"website": s(a("main_page_suffix", "not_found_page"), nil),
 			"cors":    s(a("origin", "method", "response_header", "max_age_seconds"), nil),
 		}, "id", "url", "self_link"),
+	"google_compute_firewall": s(a("name", "network", "project", "direction", "priority", "source_ranges", "source_tags",
+		"target_tags", "destination_ranges", "description", "disabled"),
+		map[string]*schema{"allow": s(a("protocol", "ports"), nil), "deny": s(a("protocol", "ports"), nil)}, "id", "self_link"),
 	"google_compute_instance": s(a("name", "machine_type", "zone", "project", "metadata", "metadata_startup_script", "tags", "labels", "allow_stopping_for_update"),
 		map[string]*schema{
 			"boot_disk":         s(a("auto_delete", "device_name"), map[string]*schema{"initialize_params": s(a("image", "size", "type"), nil)}),
-			"network_interface": s(a("network", "subnetwork"), map[string]*schema{"access_config": s(a("nat_ip", "network_tier"), nil)}),
+			"network_interface": s(a("network", "subnetwork", "network_ip"), map[string]*schema{"access_config": s(a("nat_ip", "network_tier"), nil)}),
 			"service_account":   s(a("email", "scopes"), nil),
 		}, "id", "instance_id", "self_link"),
 }

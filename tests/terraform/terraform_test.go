@@ -393,3 +393,81 @@ func TestTerraformValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestTerraformTemplatesGetTheirVariables checks every templatefile call:
+// the template exists, and the variables it references are exactly the keys
+// the call passes (a missing key fails at apply, an extra one is a typo).
+func TestTerraformTemplatesGetTheirVariables(t *testing.T) {
+	calls := 0
+	for _, c := range configurations {
+		dir := filepath.Join(repoRoot(t), "terraform", c)
+		m := load(t, dir)
+		for _, b := range m.blocks {
+			hclsyntax.VisitAll(b.Body, func(n hclsyntax.Node) hcl.Diagnostics {
+				fc, ok := n.(*hclsyntax.FunctionCallExpr)
+				if !ok || fc.Name != "templatefile" {
+					return nil
+				}
+				calls++
+				where := c + ": " + b.Type + " " + strings.Join(b.Labels, ".")
+				if len(fc.Args) != 2 {
+					t.Errorf("%s: templatefile needs a path and a map", where)
+					return nil
+				}
+				pathTmpl, ok := fc.Args[0].(*hclsyntax.TemplateExpr)
+				if !ok || len(pathTmpl.Parts) != 2 {
+					t.Errorf("%s: templatefile path must be \"${path.module}/<file>\"", where)
+					return nil
+				}
+				lit, _ := pathTmpl.Parts[1].(*hclsyntax.LiteralValueExpr)
+				if lit == nil {
+					t.Errorf("%s: templatefile path must end in a literal file name", where)
+					return nil
+				}
+				file := filepath.Join(dir, strings.TrimPrefix(lit.Val.AsString(), "/"))
+				src, err := os.ReadFile(file)
+				if err != nil {
+					t.Errorf("%s: %v", where, err)
+					return nil
+				}
+				tmpl, diags := hclsyntax.ParseTemplate(src, file, hcl.InitialPos)
+				if diags.HasErrors() {
+					t.Errorf("%s: %s", where, diags.Error())
+					return nil
+				}
+				used := map[string]bool{}
+				for _, tr := range tmpl.Variables() {
+					used[tr.RootName()] = true
+				}
+				given := map[string]bool{}
+				obj, ok := fc.Args[1].(*hclsyntax.ObjectConsExpr)
+				if !ok {
+					t.Errorf("%s: templatefile's variables must be an object literal", where)
+					return nil
+				}
+				for _, item := range obj.Items {
+					k, diags := item.KeyExpr.Value(nil)
+					if diags.HasErrors() {
+						t.Errorf("%s: a template variable name is not literal", where)
+						continue
+					}
+					given[k.AsString()] = true
+				}
+				for k := range used {
+					if !given[k] {
+						t.Errorf("%s: %s references ${%s}, which the call does not pass", where, filepath.Base(file), k)
+					}
+				}
+				for k := range given {
+					if !used[k] {
+						t.Errorf("%s: passes %s, which %s never uses", where, k, filepath.Base(file))
+					}
+				}
+				return nil
+			})
+		}
+	}
+	if calls == 0 {
+		t.Fatal("no templatefile call found: the check checks nothing")
+	}
+}
