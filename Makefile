@@ -148,6 +148,10 @@ build-lambda: ## Cross-compile every function (functions/*) into bin/lambda/<nam
 		else python3 -c 'import sys,zipfile; z=zipfile.ZipFile(sys.argv[1],"w",zipfile.ZIP_DEFLATED); i=zipfile.ZipInfo("bootstrap"); i.external_attr=0o755<<16; z.writestr(i,open(sys.argv[2],"rb").read(),zipfile.ZIP_DEFLATED)' bin/lambda/$$f.zip bin/lambda/$$f/bootstrap; fi || exit 1; \
 		echo "bin/lambda/$$f.zip"; done
 
+.PHONY: images
+images: ## Build a container image per function and the provisioner's (IMAGE_REPO:<name>; docker import, no base image; IMAGE_ARCH, IMAGE_PUSH=1)
+	@infra/images/build.sh
+
 .PHONY: localstack-up
 localstack-up: build-lambda ## Start LocalStack with Docker and apply localstack/ init hooks (needs Docker; not available on the CI machines)
 	docker compose -f localstack/docker-compose.yml up -d --wait
