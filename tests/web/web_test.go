@@ -79,6 +79,12 @@ func script(g *gates) func(llmtest.ChatRequest) llmtest.Reply {
 			if strings.Contains(req.Messages[n-1].Content, "kyoto") {
 				return llmtest.Text("You chose ", "kyoto.")
 			}
+			if strings.Contains(req.Messages[n-1].Content, "rejected") {
+				return llmtest.Text("Understood, ", "not marked.")
+			}
+			if strings.Contains(req.LastUserMessage(), "mark") {
+				return llmtest.Text("Marked ", "for review.")
+			}
 			return llmtest.Text("Done.")
 		}
 		q := req.LastUserMessage()
@@ -97,6 +103,9 @@ func script(g *gates) func(llmtest.ChatRequest) llmtest.Reply {
 		case strings.Contains(q, "trip"):
 			return llmtest.Calls(llmtest.ToolCall{ID: "ask1", Name: "ask_user_question",
 				Arguments: `{"questions":[{"question":"Which city?","options":[{"label":"Kyoto","value":"kyoto"},{"label":"Osaka","value":"osaka"}]}]}`})
+		case strings.Contains(q, "mark"):
+			return llmtest.Calls(llmtest.ToolCall{ID: "mark" + strings.Fields(q)[len(strings.Fields(q))-1], Name: "mark_for_improvement",
+				Arguments: `{"reason":"` + q + `"}`})
 		case strings.Contains(q, "slowly"):
 			r := llmtest.Text("Thinking slowly", " and never finishing.")
 			r.Block, r.BlockAfter = g.get("never"), 1

@@ -21,6 +21,13 @@ export interface Question {
   allow_other: boolean
 }
 
+/** The approval part of a `human_approval_required` interrupt. */
+export interface ApprovalRequest {
+  action_requests: { name: string; args: unknown; description: string; tool_call_id: string }[]
+  review_configs: { action_name: string; allowed_decisions: string[] }[]
+  expires_at: string
+}
+
 export function fromHistory(items: any[], skipRun?: string): Msg[] {
   const out: Msg[] = []
   for (const h of items) {
@@ -45,6 +52,7 @@ export function fromHistory(items: any[], skipRun?: string): Msg[] {
 export class RunState {
   byMessage = new Map<string, Msg>()
   questions: Question[] | null = null
+  approval: ApprovalRequest | null = null
   ended: string | null = null
   error: string | null = null
   constructor(public runId: string, private msgs: Msg[]) {}
@@ -105,7 +113,8 @@ export class RunState {
         break
       }
       case 'interrupt':
-        if (p.chunk?.questions?.length) this.questions = p.chunk.questions
+        if (p.chunk?.approval?.action_requests?.length) this.approval = p.chunk.approval
+        else if (p.chunk?.questions?.length) this.questions = p.chunk.questions
         break
       case 'error':
         if (!p.retryable) this.error = p.chunk?.error_message ?? data?.message ?? 'error'

@@ -22,6 +22,17 @@ const zh = {
   st_uploaded: '已上传', st_parsing: '解析中', st_parsed: '已解析', st_indexing: '索引中', st_indexed: '已索引',
   st_error_parsing: '解析失败', st_error_indexing: '索引失败', uploading: '上传中 {n}%',
   agentList: '智能体', isDefault: '默认', setDefault: '设为默认', description: '描述',
+  approvalTitle: '工具调用等待你的批准', approvalHelp: '批准后工具才会运行；{at} 前有效。', approve: '批准', reject: '拒绝',
+  approved: '已批准', rejected: '已拒绝', rejectNote: '拒绝理由（可选，告诉模型）', submitDecisions: '提交决定',
+  ts_running: '运行中', ts_success: '成功', ts_error: '出错', ts_interrupted: '等待中', ts_cancelled: '已停止', ts_pending: '等待中',
+  messages: '消息', apiKeys: 'API 密钥', apiKeysHelp: '用 API 密钥从脚本或 CLI 调用本平台。密钥只在创建时显示一次。', createKey: '创建密钥',
+  expiresAt: '过期时间', secretOnce: '请立即复制此密钥：关闭页面后将无法再次查看。', copy: '复制', copied: '已复制',
+  keyPrefix: '前缀', lastUsed: '最近使用', revoke: '吊销', revokeConfirm: '吊销密钥“{name}”？使用它的程序将立即失效。',
+  revoked: '已吊销', disabled: '已停用', expired: '已过期', active: '有效', noKeys: '还没有 API 密钥。',
+  cliTitle: '授权命令行登录', cliHelp: '核对命令行显示的代码，确认是你本人发起后批准。批准后命令行会获得一个新的 API 密钥。',
+  cliCode: '验证码', cliCheck: '查询', cliKeyName: '密钥名称', cliApprove: '批准登录', cliDone: '已批准，可以回到命令行了。',
+  cliNotFound: '找不到这个验证码，或它已过期。', cli_pending: '等待批准', cli_approved: '已批准', cli_consumed: '已使用', cli_expired: '已过期',
+  oidcTitle: '单点登录', oidcWorking: '正在完成登录…', oidcFailed: '单点登录未能完成，请重新登录。', backToLogin: '返回登录页', ssoLogin: '使用 {name} 登录',
 }
 type Strings = typeof zh
 const en: Strings = {
@@ -44,6 +55,17 @@ const en: Strings = {
   st_uploaded: 'Uploaded', st_parsing: 'Parsing', st_parsed: 'Parsed', st_indexing: 'Indexing', st_indexed: 'Indexed',
   st_error_parsing: 'Parsing failed', st_error_indexing: 'Indexing failed', uploading: 'Uploading {n}%',
   agentList: 'Agents', isDefault: 'Default', setDefault: 'Make default', description: 'Description',
+  approvalTitle: 'A tool call waits for your approval', approvalHelp: 'The tool runs only once approved; valid until {at}.', approve: 'Approve', reject: 'Reject',
+  approved: 'Approved', rejected: 'Rejected', rejectNote: 'Reason for rejecting (optional, told to the model)', submitDecisions: 'Submit decisions',
+  ts_running: 'Running', ts_success: 'Done', ts_error: 'Error', ts_interrupted: 'Waiting', ts_cancelled: 'Stopped', ts_pending: 'Waiting',
+  messages: 'Messages', apiKeys: 'API keys', apiKeysHelp: 'Use an API key to call this platform from scripts or the CLI. A key is shown once, when it is created.', createKey: 'Create key',
+  expiresAt: 'Expires', secretOnce: 'Copy this key now: it will not be shown again.', copy: 'Copy', copied: 'Copied',
+  keyPrefix: 'Prefix', lastUsed: 'Last used', revoke: 'Revoke', revokeConfirm: 'Revoke the key "{name}"? Programs using it stop working at once.',
+  revoked: 'Revoked', disabled: 'Disabled', expired: 'Expired', active: 'Active', noKeys: 'No API keys yet.',
+  cliTitle: 'Authorize a CLI login', cliHelp: 'Check the code your terminal shows and approve it if you started this login. The CLI then receives a new API key.',
+  cliCode: 'Code', cliCheck: 'Look up', cliKeyName: 'Key name', cliApprove: 'Approve login', cliDone: 'Approved: you can go back to the terminal.',
+  cliNotFound: 'No login with this code, or it expired.', cli_pending: 'Waiting for approval', cli_approved: 'Approved', cli_consumed: 'Used', cli_expired: 'Expired',
+  oidcTitle: 'Single sign-on', oidcWorking: 'Finishing sign-in…', oidcFailed: 'Single sign-on did not complete. Please sign in again.', backToLogin: 'Back to sign-in', ssoLogin: 'Sign in with {name}',
 }
 
 export type Key = keyof Strings
@@ -68,6 +90,11 @@ export function t(key: Key, vars?: Record<string, string | number>): string {
   let s = (lang.value === 'zh' ? zh : en)[key] ?? key
   if (vars) for (const [k, v] of Object.entries(vars)) s = s.replace(`{${k}}`, String(v))
   return s
+}
+
+export function toolStatusText(status: string): string {
+  const k = ('ts_' + status) as Key
+  return k in zh ? t(k) : status
 }
 
 export function statusText(status: string): string {

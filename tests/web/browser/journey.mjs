@@ -6,8 +6,13 @@
 // server: POST /release/<name> lets a held model answer go on), SHOTS (the
 // folder for screenshots), MD_FILE (a Markdown file to upload), CHROMIUM.
 import { chromium } from 'playwright-core'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { join } from 'node:path'
+
+// axe-core is evaluated in the page over the DevTools protocol (the page's
+// CSP, default-src 'self', would refuse an injected script tag).
+const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
 
 const base = process.env.BASE_URL
 const control = process.env.CONTROL_URL
@@ -32,15 +37,31 @@ try {
   page.setDefaultTimeout(20000)
   page.on('console', (m) => {
     if (m.type() !== 'error') return
-    if (allowHTTPErrors && /status of 401/.test(m.text())) return
+    if (allowHTTPErrors && /status of [45]\d\d/.test(m.text())) return
     consoleErrors.push(m.text())
   })
   page.on('pageerror', (e) => consoleErrors.push('pageerror: ' + e.message))
+  page.on('response', (r) => {
+    if (r.status() >= 400 && !allowHTTPErrors) failedRequests.push(`${r.request().method()} ${r.url()} ${r.status()}`)
+  })
   page.on('requestfailed', (r) => {
     // Streams the page closes itself (navigation, reload, a finished stream) end as aborted.
     if ((r.failure()?.errorText ?? '').includes('ERR_ABORTED')) return
     failedRequests.push(`${r.method()} ${r.url()} ${r.failure()?.errorText}`)
   })
+
+  // a11y runs axe-core on the page as it is; serious and critical
+  // violations fail the journey, the others are printed.
+  const a11yChecked = []
+  async function a11y(name) {
+    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource)
+    const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
+      .map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) })))
+    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    for (const v of violations) if (!bad.includes(v)) log(`a11y ${name}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(', ')}`)
+    if (bad.length) fail(`axe-core on ${name}: ${bad.length} serious violations:\n` + bad.map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.join(', ')}`).join('\n'))
+    a11yChecked.push(name)
+  }
 
   let shotNo = 0
   async function shot(name) {
@@ -48,8 +69,10 @@ try {
     const stem = join(shots, `${String(shotNo).padStart(2, '0')}-${name}`)
     await page.evaluate(() => document.documentElement.classList.remove('dark'))
     await page.screenshot({ path: `${stem}-light.png` })
+    await a11y(name + ' (light)')
     await page.evaluate(() => document.documentElement.classList.add('dark'))
     await page.screenshot({ path: `${stem}-dark.png` })
+    await a11y(name + ' (dark)')
     await page.evaluate(() => document.documentElement.classList.toggle('dark', localStorage.getItem('yuxi.theme') === 'dark'))
   }
   const release = (name) => fetch(`${control}/release/${name}`, { method: 'POST' }).then((r) => { if (!r.ok) throw new Error('release ' + r.status) })
@@ -155,11 +178,118 @@ try {
   await page.getByText('Stopped').first().waitFor()
   await shot('cancelled')
 
-  // 9. The language switch (zh) on the main screen.
+  // 9. Tool approval: an agent whose policy confirms mark_for_improvement;
+  // the run stops with the pending call, Approve resumes it and the call
+  // runs (its result shows in the collapsed tool card); Reject tells the model.
+  log('tool approval')
+  await page.evaluate(async () => {
+    const r = await fetch('/api/agent', { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + localStorage.getItem('yuxi.token') },
+      body: JSON.stringify({ name: 'Careful', slug: 'careful', config_json: { context: { tool_policies: { mark_for_improvement: 'confirm' } } } }) })
+    if (!r.ok) throw new Error('create agent ' + r.status)
+  })
+  await page.reload()
+  const before = new URL(page.url()).pathname
+  await page.getByTestId('agent-pick').selectOption('careful')
+  await page.getByTestId('new-thread').click()
+  await page.waitForURL((u) => u.pathname !== before)
+  await page.getByTestId('composer').fill('Please mark this one')
+  await page.getByTestId('composer').press('Enter')
+  const appr = page.getByTestId('approval')
+  await appr.getByText('mark_for_improvement').waitFor()
+  await appr.getByText('Please mark this one').waitFor() // the arguments
+  await shot('approval')
+  await appr.getByTestId('approve').click()
+  await page.locator('[data-testid=msg-ai]').filter({ hasText: 'Marked for review.' }).waitFor()
+  await appr.waitFor({ state: 'detached' })
+  const card = page.getByTestId('tool-call').filter({ hasText: 'mark_for_improvement' }).first()
+  await card.locator('summary').click()
+  await card.getByText('Arguments').waitFor()
+  await page.getByText(/\d+ tokens/).first().waitFor() // token usage of the run
+  await shot('approved')
+  await page.getByTestId('composer').fill('Now mark that other')
+  await page.getByTestId('composer').press('Enter')
+  await appr.waitFor()
+  await page.reload() // the pending approval survives a reload
+  await appr.getByLabel(/Reason for rejecting/).fill('not needed')
+  await appr.getByTestId('reject').click()
+  await page.locator('[data-testid=msg-ai]').filter({ hasText: 'Understood, not marked.' }).waitFor()
+
+  // 10. API keys: create shows the secret once and it works; revoke ends it.
+  log('api keys')
+  const authed = (path, init = {}) => page.evaluate(async ([path, init]) => {
+    const r = await fetch(path, { ...init, headers: { 'Content-Type': 'application/json', ...(init.headers ?? {}) } })
+    return { status: r.status, body: await r.json().catch(() => null) }
+  }, [path, init])
+  await page.getByRole('link', { name: 'API keys' }).click()
+  await page.getByTestId('key-name').fill('ci-key')
+  await page.getByTestId('key-create').click()
+  const secret = (await page.getByTestId('key-secret-value').innerText()).trim()
+  await page.locator('[data-testid=key-table] tr[data-key=ci-key]').getByText('Active').waitFor()
+  await shot('api-keys')
+  if ((await authed('/api/chat/threads', { headers: { Authorization: 'Bearer ' + secret } })).status !== 200) fail('the new API key does not authenticate')
+  page.once('dialog', (d) => d.accept())
+  await page.locator('[data-testid=key-table] tr[data-key=ci-key]').getByRole('button', { name: 'Revoke' }).click()
+  await page.locator('[data-testid=key-table] tr[data-key=ci-key]').waitFor({ state: 'detached' }) // the list shows live keys only
+  await page.reload()
+  if (await page.getByTestId('key-secret').count()) fail('the secret is shown again after a reload')
+  allowHTTPErrors = true
+  if ((await authed('/api/chat/threads', { headers: { Authorization: 'Bearer ' + secret } })).status !== 401) fail('a revoked key still authenticates')
+  allowHTTPErrors = false
+
+  // 11. CLI login: the CLI's code is approved on the verification page; the CLI gets a key.
+  log('cli login')
+  const cli = (await authed('/api/auth/cli/sessions', { method: 'POST', body: JSON.stringify({ key_name: 'laptop' }) })).body
+  await page.goto(`${base}${cli.verification_uri}?user_code=${cli.user_code}`)
+  await page.getByTestId('cli-status').filter({ hasText: 'Waiting for approval' }).waitFor()
+  await page.getByTestId('cli-session').getByText('laptop').waitFor()
+  await shot('cli-authorize')
+  await page.getByTestId('cli-approve').click()
+  await page.getByTestId('cli-status').filter({ hasText: 'Approved' }).waitFor()
+  const got = await authed('/api/auth/cli/sessions/token', { method: 'POST', body: JSON.stringify({ device_code: cli.device_code }) })
+  if (got.status !== 200 || !got.body?.secret) fail(`CLI exchange after approval: ${got.status} ${JSON.stringify(got.body)}`)
+
+  // 12. OIDC callback: a bad code lands on a clear failure with a way back.
+  log('oidc callback')
+  allowHTTPErrors = true
+  await page.goto(base + '/auth/oidc/callback?code=not-a-real-code')
+  await page.getByTestId('oidc-error').waitFor()
+  allowHTTPErrors = false
+  if (new URL(page.url()).search) fail('the one-time code stayed in the URL')
+  await shot('oidc-failed')
+  await page.goto(base + '/chat')
+
+  // 13. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
+  // composer, type, Enter sends; the answer arrives; Tab reaches the thread.
+  log('keyboard chat')
+  await page.getByTestId('new-thread').waitFor()
+  await page.evaluate(() => { document.activeElement?.blur(); window.scrollTo(0, 0) })
+  async function tabTo(testid, max = 40) {
+    for (let i = 0; i < max; i++) {
+      await page.keyboard.press('Tab')
+      if (await page.evaluate((id) => document.activeElement?.getAttribute('data-testid') === id, testid)) return
+    }
+    fail(`Tab never reached ${testid}`)
+  }
+  await page.getByTestId('agent-pick').focus()
+  await page.keyboard.press('Shift+Tab') // start from the element before the picker
+  await tabTo('agent-pick')
+  await tabTo('new-thread')
+  const beforeKb = new URL(page.url()).pathname
+  await page.keyboard.press('Enter')
+  await page.waitForURL((u) => u.pathname !== beforeKb)
+  await tabTo('composer')
+  await page.keyboard.type('Hello by keyboard')
+  await page.keyboard.press('Enter')
+  await page.locator('[data-testid=msg-ai]').filter({ hasText: 'OK.' }).waitFor()
+  await tabTo('thread-link')
+  await shot('keyboard-chat')
+
+  // 14. The language switch (zh) on the main screen.
   await page.getByTestId('lang').click()
   await page.getByRole('link', { name: '知识库' }).waitFor()
   await shot('chat-zh')
 
+  log(`axe-core: ${a11yChecked.length} checks without serious violations`)
   if (consoleErrors.length) fail('console errors:\n' + consoleErrors.join('\n'))
   if (failedRequests.length) fail('failed requests:\n' + failedRequests.join('\n'))
   log('journey passed')
