@@ -258,7 +258,39 @@ try {
   await shot('oidc-failed')
   await page.goto(base + '/chat')
 
-  // 13. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
+  // 13. Agents: the form generated from configurable_items creates an
+  // agent (only changed values stored), edits it, and makes it the default.
+  log('agent form')
+  await page.getByRole('link', { name: 'Agents' }).click()
+  await page.getByTestId('agent-new').click()
+  const af = page.getByTestId('agent-form')
+  await af.locator('[data-item=system_prompt] textarea').waitFor()
+  await af.getByLabel('Name', { exact: true }).fill('Writer')
+  await af.getByLabel('Slug (optional)').fill('writer')
+  await af.locator('[data-item=system_prompt] textarea').fill('You write short answers.')
+  await af.locator('[data-item=max_execution_steps] input').fill('7')
+  await af.locator('[data-item=tool_approval_mode] select').selectOption('always_trust')
+  await af.locator('[data-item=knowledges]').getByLabel('Handbook').check()
+  await shot('agent-form')
+  await page.getByTestId('agent-save').click()
+  await page.locator('[data-testid=agent-table] tr[data-agent=writer]').waitFor()
+  const agentCtx = async () => (await authed('/api/agent/writer', { headers: { Authorization: 'Bearer ' + (await page.evaluate(() => localStorage.getItem('yuxi.token'))) } })).body?.config_json?.context ?? {}
+  let ctxNow = await agentCtx()
+  if (ctxNow.system_prompt !== 'You write short answers.' || ctxNow.max_execution_steps !== 7 || ctxNow.tool_approval_mode !== 'always_trust' ||
+      ctxNow.knowledges?.length !== 1 || 'model' in ctxNow || 'tools' in ctxNow) fail('agent context saved by the form: ' + JSON.stringify(ctxNow))
+  await page.locator('[data-testid=agent-table] tr[data-agent=writer]').getByRole('link', { name: 'Edit' }).click()
+  await af.getByLabel('Description').fill('Short answers')
+  await page.getByTestId('agent-default').check()
+  await page.getByTestId('agent-save').click()
+  const row = page.locator('[data-testid=agent-table] tr[data-agent=writer]')
+  await row.getByText('Short answers').waitFor()
+  await row.getByText('Default').waitFor()
+  ctxNow = await agentCtx()
+  if (ctxNow.max_execution_steps !== 7) fail('the edit lost a stored value: ' + JSON.stringify(ctxNow))
+  await shot('agents')
+  await page.getByRole('link', { name: 'Chat' }).click()
+
+  // 14. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
   // composer, type, Enter sends; the answer arrives; Tab reaches the thread.
   log('keyboard chat')
   await page.getByTestId('new-thread').waitFor()
@@ -284,7 +316,7 @@ try {
   await tabTo('thread-link')
   await shot('keyboard-chat')
 
-  // 14. The language switch (zh) on the main screen.
+  // 15. The language switch (zh) on the main screen.
   await page.getByTestId('lang').click()
   await page.getByRole('link', { name: '知识库' }).waitFor()
   await shot('chat-zh')
