@@ -14,6 +14,7 @@ export const router = createRouter({
     { path: '/agents', component: () => import('./views/AgentsView.vue') },
     { path: '/agents/new', component: () => import('./views/AgentFormView.vue') },
     { path: '/agents/:slug/edit', component: () => import('./views/AgentFormView.vue') },
+    { path: '/admin/:tab(users|providers|settings)?', component: () => import('./views/AdminView.vue') },
     { path: '/settings/api-keys', component: () => import('./views/ApiKeysView.vue') },
     { path: '/auth/cli/authorize', component: () => import('./views/CliAuthorizeView.vue') },
     { path: '/auth/oidc/callback', component: () => import('./views/OidcCallbackView.vue'), meta: { public: true } },

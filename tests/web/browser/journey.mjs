@@ -290,7 +290,48 @@ try {
   await shot('agents')
   await page.getByRole('link', { name: 'Chat' }).click()
 
-  // 14. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
+  // 14. Administration: a department with its admin, a user in it; a model
+  // provider added and disabled; a system setting saved.
+  log('administration')
+  const bearer = async () => ({ headers: { Authorization: 'Bearer ' + (await page.evaluate(() => localStorage.getItem('yuxi.token'))) } })
+  await page.getByRole('link', { name: 'Administration' }).click()
+  const df = page.getByTestId('dept-form')
+  await df.getByLabel('Name', { exact: true }).fill('Sales')
+  await df.getByLabel('Department admin account').fill('sales-boss')
+  await df.getByLabel('Department admin password').fill('sales-password-1')
+  await page.getByTestId('dept-create').click()
+  await page.locator('[data-testid=dept-table] tr[data-dept=Sales]').waitFor()
+  const uf = page.getByTestId('user-form')
+  await uf.getByLabel('Account').fill('alice')
+  await uf.getByLabel('Password').fill('alice-password-1')
+  await uf.getByLabel('Department').selectOption({ label: 'Sales' })
+  await page.getByTestId('user-create').click()
+  const alice = page.locator('[data-testid=user-table] tr[data-user=alice]')
+  await alice.waitFor()
+  if (await alice.locator('select').evaluate((el) => el.selectedOptions[0]?.textContent) !== 'Sales') fail('alice is not shown in Sales')
+  await shot('admin-users')
+  await page.getByTestId('tab-providers').click()
+  const pf = page.getByTestId('provider-form')
+  await pf.getByLabel('Provider id').fill('acme')
+  await pf.getByLabel('Name', { exact: true }).fill('Acme AI')
+  await pf.getByLabel('Base URL').fill('https://1.1.1.1/v1') // an IP literal: the SSRF guard resolves no name
+  await pf.getByLabel('Models').fill('acme-chat, acme-mini')
+  await page.getByTestId('provider-create').click()
+  const acme = page.locator('[data-testid=provider-table] tr[data-provider=acme]')
+  await acme.getByText('acme-chat, acme-mini').waitFor()
+  await acme.getByRole('button', { name: 'Disable' }).click()
+  await acme.getByText('Disabled').waitFor()
+  await shot('admin-providers')
+  await page.getByTestId('tab-settings').click()
+  await page.locator('[data-setting=content_guard_keywords] textarea').fill('forbidden-one\nforbidden-two')
+  await page.getByTestId('settings-save').click()
+  await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor()
+  const cfg = (await authed('/api/system/config', await bearer())).body
+  if (JSON.stringify(cfg?.content_guard_keywords) !== '["forbidden-one","forbidden-two"]') fail('settings saved: ' + JSON.stringify(cfg))
+  await shot('admin-settings')
+  await page.getByRole('link', { name: 'Chat' }).click()
+
+  // 15. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
   // composer, type, Enter sends; the answer arrives; Tab reaches the thread.
   log('keyboard chat')
   await page.getByTestId('new-thread').waitFor()
@@ -316,7 +357,7 @@ try {
   await tabTo('thread-link')
   await shot('keyboard-chat')
 
-  // 15. The language switch (zh) on the main screen.
+  // 16. The language switch (zh) on the main screen.
   await page.getByTestId('lang').click()
   await page.getByRole('link', { name: '知识库' }).waitFor()
   await shot('chat-zh')
