@@ -2,7 +2,8 @@
 // platform with a scripted model: the journey of browser/journey.mjs, with
 // screenshots of every step in light and dark.
 //
-// May import: tests/testkit, infra/local, shared/llm/llmtest.
+// May import: tests/testkit, infra/local, infra/sandbox-provisioner
+// (provisioner, provisionertest), shared/sandboxtool, shared/llm/llmtest.
 package web
 
 import (
@@ -19,7 +20,10 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/local"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -134,7 +138,10 @@ func TestWebJourneyInChromium(t *testing.T) {
 	g := &gates{ch: map[string]chan struct{}{}}
 	ctrl := httptest.NewServer(g)
 	t.Cleanup(ctrl.Close)
-	p := testkit.StartFirstRun(t, nil, local.WithWeb(filepath.Join(root, "web", "dist")))
+	// A real sandbox provisioner (bwrap) behind the thread files screen.
+	sb := provisionertest.Start(t, provisioner.Config{})
+	p := testkit.StartFirstRun(t, nil, local.WithWeb(filepath.Join(root, "web", "dist")),
+		local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
 	p.LLM.Handle(script(g))
 	t.Cleanup(func() { g.release("story"); g.release("never") }) // before the platform stops
 
@@ -144,11 +151,15 @@ func TestWebJourneyInChromium(t *testing.T) {
 	if err := os.WriteFile(md, []byte("# Handbook\n\nEmployees get 25 days of paid vacation per year.\n\n## Travel\n\nBook trains in second class.\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	html := filepath.Join(t.TempDir(), "budget.html")
+	if err := os.WriteFile(html, []byte("<html><body><h1>Budget</h1><p>The pangolin budget is 42 coins.</p></body></html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "journey.mjs")
 	cmd.Dir = filepath.Join(root, "tests", "web", "browser")
-	cmd.Env = append(os.Environ(), "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "SHOTS="+shots, "MD_FILE="+md, "CHROMIUM="+chromium)
+	cmd.Env = append(os.Environ(), "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "SHOTS="+shots, "MD_FILE="+md, "HTML_FILE="+html, "CHROMIUM="+chromium)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()

@@ -331,7 +331,44 @@ try {
   await shot('admin-settings')
   await page.getByRole('link', { name: 'Chat' }).click()
 
-  // 15. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
+  // 15. Files: an HTML attachment from the composer (parsed to Markdown and
+  // confirmed into the thread), sent with a message; the files panel's tree
+  // reaches both files; Markdown renders, HTML shows in a sandboxed frame,
+  // and the file downloads.
+  log('files')
+  await page.getByTestId('new-thread').click()
+  await page.waitForURL('**/chat/*')
+  await page.getByTestId('attach-input').setInputFiles(process.env.HTML_FILE)
+  await page.getByTestId('attachments').getByText('budget').waitFor({ timeout: 30000 })
+  await page.getByTestId('composer').fill('Summarize the attachment')
+  await page.getByTestId('composer').press('Enter')
+  await page.locator('[data-testid=msg-ai]').filter({ hasText: 'OK.' }).waitFor()
+  await page.getByTestId('files-toggle').click()
+  const tree = page.getByTestId('file-tree')
+  await tree.locator('button').first().waitFor()
+  const target = tree.locator('button[data-path$="budget.md"]')
+  for (let i = 0; i < 30 && !(await target.count()); i++) { // open folders one by one until the file shows
+    const closed = tree.locator('button[aria-expanded=false]')
+    if (!(await closed.count())) { await target.waitFor({ timeout: 3000 }).catch(() => {}); continue }
+    const n = await tree.locator('li').count()
+    await closed.first().click()
+    await page.waitForFunction(([n]) => document.querySelectorAll('[data-testid=file-tree] li').length !== n ||
+      !document.querySelector('[data-testid=file-tree] button[aria-expanded=false]'), [n], { timeout: 5000 }).catch(() => {})
+  }
+  await target.click()
+  const pv = page.getByTestId('file-preview')
+  await pv.locator('.md').getByText('pangolin budget is 42').waitFor()
+  await tree.locator('button[data-path$="budget.html"]').click()
+  const frame = pv.getByTestId('html-frame')
+  await frame.waitFor()
+  if ((await frame.getAttribute('sandbox')) !== '') fail('the HTML preview frame is not sandboxed without permissions')
+  await page.frameLocator('[data-testid=html-frame]').getByText('pangolin budget is 42').waitFor()
+  await shot('files')
+  const [dl] = await Promise.all([page.waitForEvent('download'), pv.getByTestId('file-download').click()])
+  if (dl.suggestedFilename() !== 'budget.html') fail('download name: ' + dl.suggestedFilename())
+  await page.getByRole('button', { name: 'Close' }).click()
+
+  // 16. Keyboard only through chat: Tab to "New thread", Enter; Tab to the
   // composer, type, Enter sends; the answer arrives; Tab reaches the thread.
   log('keyboard chat')
   await page.getByTestId('new-thread').waitFor()
@@ -357,7 +394,7 @@ try {
   await tabTo('thread-link')
   await shot('keyboard-chat')
 
-  // 16. The language switch (zh) on the main screen.
+  // 17. The language switch (zh) on the main screen.
   await page.getByTestId('lang').click()
   await page.getByRole('link', { name: '知识库' }).waitFor()
   await shot('chat-zh')
