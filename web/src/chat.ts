@@ -12,7 +12,11 @@ export interface Msg {
   status?: string
   error?: string
   tokens?: number
+  requestId?: string
+  /** Files that came with a human message (its attachments). */
+  files?: FileCard[]
 }
+export interface FileCard { file_id: string; file_name: string; file_size: number; path: string; artifact_url: string; request_id?: string }
 export interface Question {
   question_id: string
   question: string
@@ -32,7 +36,7 @@ export function fromHistory(items: any[], skipRun?: string): Msg[] {
   const out: Msg[] = []
   for (const h of items) {
     if (h.type === 'human') {
-      out.push({ key: 'h' + h.id, role: 'human', content: h.content, tools: [], runId: h.run_id ?? undefined })
+      out.push({ key: 'h' + h.id, role: 'human', content: h.content, tools: [], runId: h.run_id ?? undefined, requestId: h.request_id ?? undefined })
     } else if (h.type === 'ai') {
       if (skipRun && h.run_id === skipRun) continue // the run's stream replays it
       out.push({

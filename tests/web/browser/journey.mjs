@@ -343,7 +343,12 @@ try {
   await page.getByTestId('composer').fill('Summarize the attachment')
   await page.getByTestId('composer').press('Enter')
   await page.locator('[data-testid=msg-ai]').filter({ hasText: 'OK.' }).waitFor()
-  await page.getByTestId('files-toggle').click()
+  await page.getByTestId('file-card').filter({ hasText: 'budget' }).waitFor()
+  await page.reload() // the card comes back from the thread's attachments, bound to the message's request
+  const fileCard = page.getByTestId('file-card').filter({ hasText: 'budget' })
+  await fileCard.getByRole('button', { name: 'Open' }).click()
+  const pv = page.getByTestId('file-preview')
+  await pv.locator('.md').getByText('pangolin budget is 42').waitFor()
   const tree = page.getByTestId('file-tree')
   await tree.locator('button').first().waitFor()
   const target = tree.locator('button[data-path$="budget.md"]')
@@ -356,7 +361,6 @@ try {
       !document.querySelector('[data-testid=file-tree] button[aria-expanded=false]'), [n], { timeout: 5000 }).catch(() => {})
   }
   await target.click()
-  const pv = page.getByTestId('file-preview')
   await pv.locator('.md').getByText('pangolin budget is 42').waitFor()
   await tree.locator('button[data-path$="budget.html"]').click()
   const frame = pv.getByTestId('html-frame')
