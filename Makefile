@@ -117,7 +117,13 @@ bench-tools: ## Install the floors make bench measures against (pdftotext from p
 bench: services bench-tools mcp-test-deps ## Measure the figures of tests/bench/README.md as ratios vs floors (1–7, then the peers, 8–9)
 	@status=0; $(GO) run ./tests/bench || status=$$?; \
 	(cd tests/bench/peers && $(GO) run .) || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
+	$(MAKE) -s bench-web || { s=$$?; [ $$status -ne 0 ] || status=$$s; }; \
 	exit $$status
+
+.PHONY: bench-web
+bench-web: services web chromium npm-deps ## The web bench: chat screen cold load (bytes, TTI), 200 streamed answers (frame p99 ÷ idle), 1,000-message thread paging
+	@out=$$(mktemp); YUXI_WEB_BENCH=1 $(GO) test -count=1 -v -timeout 20m -run '^TestWebBench$$' ./tests/web/ >$$out 2>&1; s=$$?; \
+	sed -n 's/^ *\(\[web [0-9]\].*\)/\1/p' $$out; [ $$s -eq 0 ] || cat $$out; rm -f $$out; exit $$s
 
 .PHONY: bench-peers
 bench-peers: services ## Only figures 8–9: our step vs DBOS Transact, our queue vs River (module tests/bench/peers)

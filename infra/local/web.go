@@ -1,11 +1,16 @@
 package local
 
 import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"mime"
 	"net/http"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 )
 
 // WebHandler serves the built web UI (web/dist) at / next to api: paths
@@ -14,11 +19,14 @@ import (
 // /assets/ are immutable for a year; index.html and other files are
 // revalidated on every load (no-cache), so a new build is picked up at once.
 // A path with no file that looks like a page (no extension) gets index.html,
-// the SPA's router shows it; a missing asset is a plain 404.
+// the SPA's router shows it; a missing asset is a plain 404. Text assets
+// (.js, .css, .svg, .json) go gzip-compressed to a client that accepts it,
+// compressed once per file (they never change under their hashed name).
 func WebHandler(dir string, api http.Handler) http.Handler {
 	root := http.Dir(dir)
 	files := http.FileServer(root)
 	index := filepath.Join(dir, "index.html")
+	var gz sync.Map // asset path → []byte (gzip), or nil when not worth it
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p := r.URL.Path
 		if p == "/v1" || strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/v1/") || p == "/api" {
@@ -39,6 +47,9 @@ func WebHandler(dir string, api http.Handler) http.Handler {
 				if serr == nil && !st.IsDir() {
 					if strings.HasPrefix(clean, "/assets/") {
 						w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+						if serveGzip(w, r, &gz, dir, clean) {
+							return
+						}
 					} else {
 						w.Header().Set("Cache-Control", "no-cache")
 					}
@@ -66,4 +77,49 @@ func WebHandler(dir string, api http.Handler) http.Handler {
 		}
 		_, _ = w.Write(body)
 	})
+}
+
+// compressible are the asset types sent gzip-compressed.
+var compressible = map[string]bool{".js": true, ".css": true, ".svg": true, ".json": true, ".map": true, ".txt": true}
+
+// serveGzip answers an asset compressed when the client accepts gzip and
+// the type is text; false leaves the answer to the file server.
+func serveGzip(w http.ResponseWriter, r *http.Request, cache *sync.Map, dir, clean string) bool {
+	ext := path.Ext(clean)
+	if !compressible[ext] {
+		return false
+	}
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") || r.Header.Get("Range") != "" {
+		return false
+	}
+	v, ok := cache.Load(clean)
+	if !ok {
+		raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(clean)))
+		if err != nil {
+			return false
+		}
+		var b bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+		_, _ = zw.Write(raw)
+		_ = zw.Close()
+		var out []byte
+		if b.Len() < len(raw) {
+			out = b.Bytes()
+		}
+		v, _ = cache.LoadOrStore(clean, out)
+	}
+	body, _ := v.([]byte)
+	if body == nil {
+		return false
+	}
+	if ct := mime.TypeByExtension(ext); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.Header().Set("Content-Encoding", "gzip")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	if r.Method != http.MethodHead {
+		_, _ = w.Write(body)
+	}
+	return true
 }

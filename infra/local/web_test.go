@@ -1,6 +1,8 @@
 package local
 
 import (
+	"compress/gzip"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -68,5 +70,52 @@ func TestWebHandlerWithoutABuildSaysSo(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/chat", nil))
 	if rec.Code != 404 || !strings.Contains(rec.Body.String(), "make web") {
 		t.Fatalf("%d %q", rec.Code, rec.Body.String())
+	}
+}
+
+func TestWebHandlerGzipsTextAssets(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "assets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	js := strings.Repeat("export const a = 'yuxi';\n", 200)
+	for name, body := range map[string]string{"app-1.js": js, "tiny-1.css": "a{}", "logo-1.png": js} {
+		if err := os.WriteFile(filepath.Join(dir, "assets", name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := WebHandler(dir, http.NotFoundHandler())
+	get := func(p, enc string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("GET", p, nil)
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for range 2 { // the second answer comes from the cache
+		rec := get("/assets/app-1.js", "gzip, deflate, br")
+		if rec.Code != 200 || rec.Header().Get("Content-Encoding") != "gzip" || !strings.Contains(rec.Header().Get("Content-Type"), "javascript") ||
+			rec.Header().Get("Vary") != "Accept-Encoding" || rec.Body.Len() >= len(js)/4 {
+			t.Fatalf("gzip js: %d %v (%d bytes)", rec.Code, rec.Header(), rec.Body.Len())
+		}
+		zr, err := gzip.NewReader(rec.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b, _ := io.ReadAll(zr); string(b) != js {
+			t.Fatalf("gunzipped body differs (%d bytes)", len(b))
+		}
+	}
+	if rec := get("/assets/app-1.js", ""); rec.Header().Get("Content-Encoding") != "" || rec.Body.String() != js {
+		t.Fatalf("without Accept-Encoding: %v", rec.Header())
+	}
+	if rec := get("/assets/tiny-1.css", "gzip"); rec.Header().Get("Content-Encoding") != "" || rec.Body.String() != "a{}" {
+		t.Fatalf("a file gzip would grow is sent as is: %v %q", rec.Header(), rec.Body.String())
+	}
+	if rec := get("/assets/logo-1.png", "gzip"); rec.Header().Get("Content-Encoding") != "" {
+		t.Fatalf("an image is not gzipped: %v", rec.Header())
 	}
 }

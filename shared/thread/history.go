@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/failure"
 )
 
 // HistoryToolCall is a tool call as the history shows it.
@@ -44,9 +47,43 @@ var roleType = map[string]string{"user": "human", "assistant": "ai", "tool": "to
 // Messages that never reached the model (queued, cancelled while queued,
 // rejected) and resume answers are not shown.
 func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryItem, error) {
+	out, _, err := s.history(ctx, uid, threadID, 0, 0)
+	return out, err
+}
+
+// MaxHistoryPage bounds a history page's limit.
+const MaxHistoryPage = 500
+
+// ErrHistoryBefore refuses a page cursor that is not a message of the thread.
+var ErrHistoryBefore = failure.Unprocessable("invalid_before", "before must be the id of a message of this thread's history")
+
+// HistoryPage returns up to limit visible messages of uid's thread that
+// come before message before (0: the newest), in transcript order, and
+// whether older ones remain: a client shows a long thread's end first and
+// loads older pages as the user scrolls up.
+func (s *Store) HistoryPage(ctx context.Context, uid, threadID string, limit int, before int64) ([]HistoryItem, bool, error) {
+	if limit < 1 || limit > MaxHistoryPage {
+		return nil, false, failure.Unprocessable("invalid_limit", "limit must be between 1 and %d", MaxHistoryPage)
+	}
+	return s.history(ctx, uid, threadID, limit, before)
+}
+
+// history reads the visible messages; limit 0 reads them all.
+func (s *Store) history(ctx context.Context, uid, threadID string, limit int, before int64) ([]HistoryItem, bool, error) {
 	t, err := s.Get(ctx, uid, threadID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	var beforeSeq *int64
+	if before != 0 {
+		if err := s.pool.QueryRow(ctx, `SELECT transcript_seq FROM messages WHERE id = $1 AND conversation_id = $2 AND transcript_seq IS NOT NULL`,
+			before, t.ConversationID).Scan(&beforeSeq); err != nil || beforeSeq == nil {
+			return nil, false, ErrHistoryBefore
+		}
+	}
+	order, lim := "ASC", "ALL"
+	if limit > 0 {
+		order, lim = "DESC", fmt.Sprint(limit+1)
 	}
 	rows, err := s.pool.Query(ctx, `
 		SELECT m.id, m.role, m.content, m.created_at, m.run_id, m.request_id, m.delivery_status, m.extra_metadata,
@@ -57,10 +94,10 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 			(SELECT json_build_object('id', f.id, 'rating', f.rating, 'reason', f.reason, 'created_at', f.created_at)
 				FROM message_feedbacks f WHERE f.message_id = m.id AND f.uid = $2)
 		FROM messages m LEFT JOIN agent_runs r ON r.id = m.run_id
-		WHERE m.conversation_id = $1 AND m.transcript_seq IS NOT NULL
-		ORDER BY m.transcript_seq`, t.ConversationID, uid)
+		WHERE m.conversation_id = $1 AND m.transcript_seq IS NOT NULL AND ($3::bigint IS NULL OR m.transcript_seq < $3)
+		ORDER BY m.transcript_seq `+order+` LIMIT `+lim, t.ConversationID, uid, beforeSeq)
 	if err != nil {
-		return nil, fmt.Errorf("load history: %w", err)
+		return nil, false, fmt.Errorf("load history: %w", err)
 	}
 	defer rows.Close()
 	out := []HistoryItem{}
@@ -75,7 +112,7 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 		)
 		if err := rows.Scan(&h.ID, &role, &h.Content, &h.CreatedAt, &h.RunID, &h.RequestID, &h.DeliveryStatus, &h.ExtraMetadata,
 			&h.MessageType, &h.ImageContent, &runStatus, &runErrType, &runErrMsg, &started, &finished, &calls, &feedback); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		h.Type = roleType[role]
 		if feedback != nil {
@@ -96,7 +133,7 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 			Error  *string `json:"error"`
 		}
 		if err := json.Unmarshal(calls, &raw); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		h.ToolCalls = make([]HistoryToolCall, 0, len(raw))
 		for _, c := range raw {
@@ -114,5 +151,15 @@ func (s *Store) History(ctx context.Context, uid, threadID string) ([]HistoryIte
 		}
 		out = append(out, h)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, false, err
+	}
+	more := false
+	if limit > 0 {
+		if more = len(out) > limit; more {
+			out = out[:limit]
+		}
+		slices.Reverse(out)
+	}
+	return out, more, nil
 }

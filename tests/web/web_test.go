@@ -3,7 +3,8 @@
 // screenshots of every step in light and dark; and the local chat page of
 // `yuxi chat` (browser/clichat.mjs).
 //
-// May import: tests/testkit, infra/local, shared/llm/llmtest.
+// May import: tests/testkit, infra/local, infra/sandbox-provisioner
+// (provisioner, provisionertest), shared/sandboxtool, shared/llm/llmtest.
 package web
 
 import (
@@ -20,7 +21,10 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/local"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
+	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -80,6 +84,12 @@ func script(g *gates) func(llmtest.ChatRequest) llmtest.Reply {
 			if strings.Contains(req.Messages[n-1].Content, "kyoto") {
 				return llmtest.Text("You chose ", "kyoto.")
 			}
+			if strings.Contains(req.Messages[n-1].Content, "rejected") {
+				return llmtest.Text("Understood, ", "not marked.")
+			}
+			if strings.Contains(req.LastUserMessage(), "mark") {
+				return llmtest.Text("Marked ", "for review.")
+			}
 			return llmtest.Text("Done.")
 		}
 		q := req.LastUserMessage()
@@ -98,6 +108,9 @@ func script(g *gates) func(llmtest.ChatRequest) llmtest.Reply {
 		case strings.Contains(q, "trip"):
 			return llmtest.Calls(llmtest.ToolCall{ID: "ask1", Name: "ask_user_question",
 				Arguments: `{"questions":[{"question":"Which city?","options":[{"label":"Kyoto","value":"kyoto"},{"label":"Osaka","value":"osaka"}]}]}`})
+		case strings.Contains(q, "mark"):
+			return llmtest.Calls(llmtest.ToolCall{ID: "mark" + strings.Fields(q)[len(strings.Fields(q))-1], Name: "mark_for_improvement",
+				Arguments: `{"reason":"` + q + `"}`})
 		case strings.Contains(q, "slowly"):
 			r := llmtest.Text("Thinking slowly", " and never finishing.")
 			r.Block, r.BlockAfter = g.get("never"), 1
@@ -126,7 +139,10 @@ func TestWebJourneyInChromium(t *testing.T) {
 	g := &gates{ch: map[string]chan struct{}{}}
 	ctrl := httptest.NewServer(g)
 	t.Cleanup(ctrl.Close)
-	p := testkit.StartFirstRun(t, nil, local.WithWeb(filepath.Join(root, "web", "dist")))
+	// A real sandbox provisioner (bwrap) behind the thread files screen.
+	sb := provisionertest.Start(t, provisioner.Config{})
+	p := testkit.StartFirstRun(t, nil, local.WithWeb(filepath.Join(root, "web", "dist")),
+		local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
 	p.LLM.Handle(script(g))
 	t.Cleanup(func() { g.release("story"); g.release("never") }) // before the platform stops
 
@@ -136,11 +152,15 @@ func TestWebJourneyInChromium(t *testing.T) {
 	if err := os.WriteFile(md, []byte("# Handbook\n\nEmployees get 25 days of paid vacation per year.\n\n## Travel\n\nBook trains in second class.\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	html := filepath.Join(t.TempDir(), "budget.html")
+	if err := os.WriteFile(html, []byte("<html><body><h1>Budget</h1><p>The pangolin budget is 42 coins.</p></body></html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "node", "journey.mjs")
 	cmd.Dir = filepath.Join(root, "tests", "web", "browser")
-	cmd.Env = append(os.Environ(), "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "SHOTS="+shots, "MD_FILE="+md, "CHROMIUM="+chromium)
+	cmd.Env = append(os.Environ(), "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "SHOTS="+shots, "MD_FILE="+md, "HTML_FILE="+html, "CHROMIUM="+chromium)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()

@@ -12,7 +12,11 @@ export interface Msg {
   status?: string
   error?: string
   tokens?: number
+  requestId?: string
+  /** Files that came with a human message (its attachments). */
+  files?: FileCard[]
 }
+export interface FileCard { file_id: string; file_name: string; file_size: number; path: string; artifact_url: string; request_id?: string }
 export interface Question {
   question_id: string
   question: string
@@ -21,11 +25,18 @@ export interface Question {
   allow_other: boolean
 }
 
+/** The approval part of a `human_approval_required` interrupt. */
+export interface ApprovalRequest {
+  action_requests: { name: string; args: unknown; description: string; tool_call_id: string }[]
+  review_configs: { action_name: string; allowed_decisions: string[] }[]
+  expires_at: string
+}
+
 export function fromHistory(items: any[], skipRun?: string): Msg[] {
   const out: Msg[] = []
   for (const h of items) {
     if (h.type === 'human') {
-      out.push({ key: 'h' + h.id, role: 'human', content: h.content, tools: [], runId: h.run_id ?? undefined })
+      out.push({ key: 'h' + h.id, role: 'human', content: h.content, tools: [], runId: h.run_id ?? undefined, requestId: h.request_id ?? undefined })
     } else if (h.type === 'ai') {
       if (skipRun && h.run_id === skipRun) continue // the run's stream replays it
       out.push({
@@ -45,6 +56,7 @@ export function fromHistory(items: any[], skipRun?: string): Msg[] {
 export class RunState {
   byMessage = new Map<string, Msg>()
   questions: Question[] | null = null
+  approval: ApprovalRequest | null = null
   ended: string | null = null
   error: string | null = null
   constructor(public runId: string, private msgs: Msg[]) {}
@@ -105,7 +117,8 @@ export class RunState {
         break
       }
       case 'interrupt':
-        if (p.chunk?.questions?.length) this.questions = p.chunk.questions
+        if (p.chunk?.approval?.action_requests?.length) this.approval = p.chunk.approval
+        else if (p.chunk?.questions?.length) this.questions = p.chunk.questions
         break
       case 'error':
         if (!p.retryable) this.error = p.chunk?.error_message ?? data?.message ?? 'error'

@@ -22,6 +22,23 @@ const zh = {
   st_uploaded: '已上传', st_parsing: '解析中', st_parsed: '已解析', st_indexing: '索引中', st_indexed: '已索引',
   st_error_parsing: '解析失败', st_error_indexing: '索引失败', uploading: '上传中 {n}%',
   agentList: '智能体', isDefault: '默认', setDefault: '设为默认', description: '描述',
+  approvalTitle: '工具调用等待你的批准', approvalHelp: '批准后工具才会运行；{at} 前有效。', approve: '批准', reject: '拒绝',
+  approved: '已批准', rejected: '已拒绝', rejectNote: '拒绝理由（可选，告诉模型）', submitDecisions: '提交决定',
+  ts_running: '运行中', ts_success: '成功', ts_error: '出错', ts_interrupted: '等待中', ts_cancelled: '已停止', ts_pending: '等待中',
+  messages: '消息', open: '打开', files: '文件', refresh: '刷新', close: '关闭', noFilesYet: '这个对话还没有文件。', rendered: '渲染', source: '源码', download: '下载',
+  truncated: '文件较大，只显示开头部分。', pdfNoViewer: '浏览器无法内嵌显示 PDF，请下载查看。', attach: '添加附件', attaching: '上传中…', removeAttachment: '移除附件 {name}', admin: '系统管理', admin_users: '用户与部门', admin_providers: '模型供应商', admin_settings: '系统设置',
+  users: '用户', departments: '部门', role: '角色', department: '部门', lastLogin: '最近登录', delete: '删除', deleteConfirm: '删除“{name}”？此操作不可撤销。',
+  userCreate: '新建用户', deptCreate: '新建部门', deptHelp: '每个部门创建时同时创建它的管理员账号。', deptAdmin: '部门管理员账号', deptAdminPassword: '部门管理员密码',
+  role_superadmin: '超级管理员', role_admin: '管理员', role_user: '用户', saved: '已保存。', noChanges: '没有改动。',
+  baseUrl: '接口地址', models: '模型', enabled: '已启用', enable: '启用', disable: '停用', noApiKey: '无密钥', providerCreate: '添加供应商',
+  providerHelp: 'OpenAI 兼容接口；密钥加密保存，之后不再显示。', providerId: '供应商标识', apiKeyField: 'API 密钥', onePerLine: '每行一项', loadingOlder: '正在加载更早的消息…', scrollForOlder: '向上滚动加载更早的消息', agentCreate: '新建智能体', agentEdit: '编辑智能体', agentSlug: '标识（可选）', agentSlugHelp: '小写字母、数字、- 和 _；留空自动生成。', commaList: '多个值用逗号分隔。', save: '保存', edit: '编辑', actions: '操作', apiKeys: 'API 密钥', apiKeysHelp: '用 API 密钥从脚本或 CLI 调用本平台。密钥只在创建时显示一次。', createKey: '创建密钥',
+  expiresAt: '过期时间', secretOnce: '请立即复制此密钥：关闭页面后将无法再次查看。', copy: '复制', copied: '已复制',
+  keyPrefix: '前缀', lastUsed: '最近使用', revoke: '吊销', revokeConfirm: '吊销密钥“{name}”？使用它的程序将立即失效。',
+  revoked: '已吊销', disabled: '已停用', expired: '已过期', active: '有效', noKeys: '还没有 API 密钥。',
+  cliTitle: '授权命令行登录', cliHelp: '核对命令行显示的代码，确认是你本人发起后批准。批准后命令行会获得一个新的 API 密钥。',
+  cliCode: '验证码', cliCheck: '查询', cliKeyName: '密钥名称', cliApprove: '批准登录', cliDone: '已批准，可以回到命令行了。',
+  cliNotFound: '找不到这个验证码，或它已过期。', cli_pending: '等待批准', cli_approved: '已批准', cli_consumed: '已使用', cli_expired: '已过期',
+  oidcTitle: '单点登录', oidcWorking: '正在完成登录…', oidcFailed: '单点登录未能完成，请重新登录。', backToLogin: '返回登录页', ssoLogin: '使用 {name} 登录',
 }
 type Strings = typeof zh
 const en: Strings = {
@@ -44,6 +61,23 @@ const en: Strings = {
   st_uploaded: 'Uploaded', st_parsing: 'Parsing', st_parsed: 'Parsed', st_indexing: 'Indexing', st_indexed: 'Indexed',
   st_error_parsing: 'Parsing failed', st_error_indexing: 'Indexing failed', uploading: 'Uploading {n}%',
   agentList: 'Agents', isDefault: 'Default', setDefault: 'Make default', description: 'Description',
+  approvalTitle: 'A tool call waits for your approval', approvalHelp: 'The tool runs only once approved; valid until {at}.', approve: 'Approve', reject: 'Reject',
+  approved: 'Approved', rejected: 'Rejected', rejectNote: 'Reason for rejecting (optional, told to the model)', submitDecisions: 'Submit decisions',
+  ts_running: 'Running', ts_success: 'Done', ts_error: 'Error', ts_interrupted: 'Waiting', ts_cancelled: 'Stopped', ts_pending: 'Waiting',
+  messages: 'Messages', open: 'Open', files: 'Files', refresh: 'Refresh', close: 'Close', noFilesYet: 'This thread has no files yet.', rendered: 'Rendered', source: 'Source', download: 'Download',
+  truncated: 'A large file: only its beginning is shown.', pdfNoViewer: 'The browser cannot show the PDF inline; download it.', attach: 'Attach a file', attaching: 'Uploading…', removeAttachment: 'Remove attachment {name}', admin: 'Administration', admin_users: 'Users & departments', admin_providers: 'Model providers', admin_settings: 'System settings',
+  users: 'Users', departments: 'Departments', role: 'Role', department: 'Department', lastLogin: 'Last sign-in', delete: 'Delete', deleteConfirm: 'Delete "{name}"? This cannot be undone.',
+  userCreate: 'New user', deptCreate: 'New department', deptHelp: 'A department is created with its administrator account.', deptAdmin: 'Department admin account', deptAdminPassword: 'Department admin password',
+  role_superadmin: 'Superadmin', role_admin: 'Admin', role_user: 'User', saved: 'Saved.', noChanges: 'Nothing changed.',
+  baseUrl: 'Base URL', models: 'Models', enabled: 'Enabled', enable: 'Enable', disable: 'Disable', noApiKey: 'No key', providerCreate: 'Add provider',
+  providerHelp: 'OpenAI-compatible API; the key is stored encrypted and never shown again.', providerId: 'Provider id', apiKeyField: 'API key', onePerLine: 'One per line', loadingOlder: 'Loading earlier messages…', scrollForOlder: 'Scroll up for earlier messages', agentCreate: 'New agent', agentEdit: 'Edit agent', agentSlug: 'Slug (optional)', agentSlugHelp: 'Lower-case letters, digits, - and _; empty makes one.', commaList: 'Separate values with commas.', save: 'Save', edit: 'Edit', actions: 'Actions', apiKeys: 'API keys', apiKeysHelp: 'Use an API key to call this platform from scripts or the CLI. A key is shown once, when it is created.', createKey: 'Create key',
+  expiresAt: 'Expires', secretOnce: 'Copy this key now: it will not be shown again.', copy: 'Copy', copied: 'Copied',
+  keyPrefix: 'Prefix', lastUsed: 'Last used', revoke: 'Revoke', revokeConfirm: 'Revoke the key "{name}"? Programs using it stop working at once.',
+  revoked: 'Revoked', disabled: 'Disabled', expired: 'Expired', active: 'Active', noKeys: 'No API keys yet.',
+  cliTitle: 'Authorize a CLI login', cliHelp: 'Check the code your terminal shows and approve it if you started this login. The CLI then receives a new API key.',
+  cliCode: 'Code', cliCheck: 'Look up', cliKeyName: 'Key name', cliApprove: 'Approve login', cliDone: 'Approved: you can go back to the terminal.',
+  cliNotFound: 'No login with this code, or it expired.', cli_pending: 'Waiting for approval', cli_approved: 'Approved', cli_consumed: 'Used', cli_expired: 'Expired',
+  oidcTitle: 'Single sign-on', oidcWorking: 'Finishing sign-in…', oidcFailed: 'Single sign-on did not complete. Please sign in again.', backToLogin: 'Back to sign-in', ssoLogin: 'Sign in with {name}',
 }
 
 export type Key = keyof Strings
@@ -68,6 +102,11 @@ export function t(key: Key, vars?: Record<string, string | number>): string {
   let s = (lang.value === 'zh' ? zh : en)[key] ?? key
   if (vars) for (const [k, v] of Object.entries(vars)) s = s.replace(`{${k}}`, String(v))
   return s
+}
+
+export function toolStatusText(status: string): string {
+  const k = ('ts_' + status) as Key
+  return k in zh ? t(k) : status
 }
 
 export function statusText(status: string): string {

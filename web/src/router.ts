@@ -12,6 +12,12 @@ export const router = createRouter({
     { path: '/knowledge', component: () => import('./views/KnowledgeView.vue') },
     { path: '/knowledge/:kbId', component: () => import('./views/KBDetailView.vue') },
     { path: '/agents', component: () => import('./views/AgentsView.vue') },
+    { path: '/agents/new', component: () => import('./views/AgentFormView.vue') },
+    { path: '/agents/:slug/edit', component: () => import('./views/AgentFormView.vue') },
+    { path: '/admin/:tab(users|providers|settings)?', component: () => import('./views/AdminView.vue') },
+    { path: '/settings/api-keys', component: () => import('./views/ApiKeysView.vue') },
+    { path: '/auth/cli/authorize', component: () => import('./views/CliAuthorizeView.vue') },
+    { path: '/auth/oidc/callback', component: () => import('./views/OidcCallbackView.vue'), meta: { public: true } },
     { path: '/:rest(.*)*', redirect: '/chat' },
   ],
 })

@@ -81,11 +81,35 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request, p auth.Pri
 	return nil
 }
 
+// threadHistory answers the whole history, as the original's clients
+// expect; with ?limit= (and ?before=<message id>) one page of the newest
+// messages before that one, plus has_more.
 func (s *Server) threadHistory(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	h, err := s.d.Threads.History(r.Context(), p.UID, r.PathValue("thread_id"))
+	q := r.URL.Query()
+	if !q.Has("limit") && !q.Has("before") {
+		h, err := s.d.Threads.History(r.Context(), p.UID, r.PathValue("thread_id"))
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"history": h})
+		return nil
+	}
+	limit, before := 100, int64(0)
+	var err error
+	if v := q.Get("limit"); q.Has("limit") {
+		if limit, err = strconv.Atoi(v); err != nil {
+			return failure.Unprocessable("invalid_limit", "limit must be an integer")
+		}
+	}
+	if v := q.Get("before"); v != "" {
+		if before, err = strconv.ParseInt(v, 10, 64); err != nil || before <= 0 {
+			return thread.ErrHistoryBefore
+		}
+	}
+	h, more, err := s.d.Threads.HistoryPage(r.Context(), p.UID, r.PathValue("thread_id"), limit, before)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"history": h})
+	writeJSON(w, http.StatusOK, map[string]any{"history": h, "has_more": more})
 	return nil
 }
