@@ -11,6 +11,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -43,6 +44,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
@@ -119,6 +121,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		sc := o.sandboxCfg
 		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
 		sc.Prepare = func(ctx context.Context, c tool.Call) error { return skillFiles.Prepare(ctx, c) }
+		sc.Artifacts = thread.NewStore(core.Pool)
 		more = sandboxtool.New(o.sandbox, sc)
 	}
 	app, err := openApp(core, more...)
@@ -148,7 +151,15 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		skillFiles = skills.Materializer(o.sandbox)
 	}
 	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard}, core.Log)
-	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate()}, core.Log)
+	large := sandboxtool.LargeResults{Blob: func(ctx context.Context, key string, data []byte) error {
+		_, err := k.Blob.Put(ctx, key, bytes.NewReader(data), int64(len(data)), "text/plain; charset=utf-8")
+		return err
+	}}
+	if o.sandbox != nil {
+		large.Files = o.sandbox
+	}
+	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate(),
+		Offload: large, LargeResultTokens: cfg.LargeToolResultTokens}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
