@@ -115,6 +115,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if err != nil {
 		return nil, err
 	}
+	docParser, err := parser.Open(cfg)
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
 	var more []tool.Tool
 	var skillFiles *skill.Materializer // set below, before anything runs
 	if o.sandbox != nil {
@@ -122,6 +127,9 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
 		sc.Prepare = func(ctx context.Context, c tool.Call) error { return skillFiles.Prepare(ctx, c) }
 		sc.Artifacts = thread.NewStore(core.Pool)
+		if sc.Parse == nil {
+			sc.Parse, sc.OCREngine = parser.Markdown(docParser), cfg.OCREngine
+		}
 		more = sandboxtool.New(o.sandbox, sc)
 	}
 	app, err := openApp(core, more...)
@@ -130,11 +138,6 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		return nil, err
 	}
 	id, err := identity.Open(ctx, core, app.Knowledge.Blob)
-	if err != nil {
-		core.Close()
-		return nil, err
-	}
-	docParser, err := parser.Open(cfg)
 	if err != nil {
 		core.Close()
 		return nil, err

@@ -1,6 +1,6 @@
 // Package sandboxtool is the agent's file-system and sandbox tools:
-// read_file, write_file, edit_file, ls, glob, grep, present_artifacts
-// (category filesystem) and execute (category sandbox). Every call works on the run's scope — the
+// read_file, write_file, edit_file, ls, glob, grep, present_artifacts,
+// ocr_parse_file (category filesystem) and execute (category sandbox). Every call works on the run's scope — the
 // calling user and the run's thread (its uploads/outputs, the user's
 // workspace, the thread's skills) — through the sandbox provisioner's API
 // (shared/sandbox): file tools never start a sandbox, execute runs in it.
@@ -70,14 +70,18 @@ type Config struct {
 	// Artifacts keeps what present_artifacts presents on the thread; nil:
 	// the call answers but nothing is recorded.
 	Artifacts ArtifactRecorder
+	// Parse is ocr_parse_file's document parser and OCREngine the id of its
+	// configured OCR engine ("" for none); nil: the tool says no parser is configured.
+	Parse     Parse
+	OCREngine string
 }
 
-// New returns the eight tools on c.
+// New returns the nine tools on c.
 func New(c Client, cfg Config) []tool.Tool {
 	if cfg.ExecTimeout <= 0 {
 		cfg.ExecTimeout = 180 * time.Second
 	}
-	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}, presentArtifacts{c, cfg.Artifacts}}
+	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}, presentArtifacts{c, cfg.Artifacts}, ocrParseFile{c, cfg.Parse, cfg.OCREngine}}
 	if cfg.Prepare != nil {
 		for i, t := range ts {
 			ts[i] = prepared{t, cfg.Prepare}

@@ -58,7 +58,7 @@ func TestSpecs(t *testing.T) {
 		}
 	}
 	want := map[string]string{"read_file": "filesystem", "write_file": "filesystem", "edit_file": "filesystem", "ls": "filesystem",
-		"glob": "filesystem", "grep": "filesystem", "execute": "sandbox", "present_artifacts": "filesystem"}
+		"glob": "filesystem", "grep": "filesystem", "execute": "sandbox", "present_artifacts": "filesystem", "ocr_parse_file": "filesystem"}
 	if len(names) != len(want) {
 		t.Fatalf("tools %v", names)
 	}

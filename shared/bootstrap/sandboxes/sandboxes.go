@@ -4,7 +4,7 @@
 // merged in when their sandbox is created.
 //
 // Imported by: the tool-invoke and intake mains.
-// May import: shared/blob, shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
+// May import: shared/blob, shared/bootstrap, shared/bootstrap/parser, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
 package sandboxes
 
 import (
@@ -13,6 +13,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
@@ -34,7 +35,12 @@ func Tools(core *bootstrap.Core, skills *skill.Service) ([]tool.Tool, error) {
 		return nil, err
 	}
 	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
-	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env, Artifacts: thread.NewStore(core.Pool)}
+	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env, Artifacts: thread.NewStore(core.Pool), OCREngine: cfg.OCREngine}
+	docs, err := parser.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tc.Parse = parser.Markdown(docs)
 	if skills != nil {
 		tc.Prepare = skills.Materializer(sb).Prepare
 	}
