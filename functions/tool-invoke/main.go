@@ -42,6 +42,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
+	know.Outputs = sandboxes.Outputs(core) // download_kb_file, when a provisioner is configured
 	mcps, skills := mcplayer.Open(core), mcplayer.Skills(ctx, core, know.Blob, nil, nil, nil, false)
 	sandboxTools, err := sandboxes.Tools(core, skills) // on the provisioner, when one is configured (skills written in first)
 	if err != nil {

@@ -38,6 +38,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -132,7 +133,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		}
 		more = sandboxtool.New(o.sandbox, sc)
 	}
-	app, err := openApp(core, more...)
+	var outputs kbtool.Outputs
+	if o.sandbox != nil {
+		outputs = sandboxtool.SaveOutput(o.sandbox)
+	}
+	app, err := openApp(core, outputs, more...)
 	if err != nil {
 		core.Close()
 		return nil, err
@@ -282,11 +287,12 @@ func ignoreCanceled(err error) error {
 }
 
 // openApp opens the knowledge engines and the run side on core.
-func openApp(core *bootstrap.Core, more ...tool.Tool) (*App, error) {
+func openApp(core *bootstrap.Core, outputs kbtool.Outputs, more ...tool.Tool) (*App, error) {
 	k, err := knowledge.Open(core)
 	if err != nil {
 		return nil, err
 	}
+	k.Outputs = outputs
 	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, append(k.Tools(), more...)...)}, nil
 }
 

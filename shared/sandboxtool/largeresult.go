@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path"
 	"regexp"
 	"strings"
 
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
@@ -88,4 +91,33 @@ func LargeResultPreview(toolCallID, where, output string, tokens, previewChars i
 	}
 	return fmt.Sprintf("Tool result too large (about %d tokens): the result of tool call %s was saved (%s); it is not readable from this conversation's tools.\n\n"+
 		"The first lines of the result:\n%s", tokens, toolCallID, where, preview)
+}
+
+// SaveOutput saves data as name (a bare file name) in the call's thread
+// outputs/ and returns its sandbox path. A name taken by other content
+// gets a suffix (report_1.pdf, …); a name holding the same bytes is
+// reused, so a redelivered call adds nothing (kbtool.Outputs).
+func SaveOutput(c Client) func(ctx context.Context, call tool.Call, name string, data []byte) (string, error) {
+	return func(ctx context.Context, call tool.Call, name string, data []byte) (string, error) {
+		ext := path.Ext(name)
+		stem := strings.TrimSuffix(name, ext)
+		for i := 0; i < 100; i++ {
+			cand := name
+			if i > 0 {
+				cand = fmt.Sprintf("%s_%d%s", stem, i, ext)
+			}
+			p := sandbox.OutputsDir + "/" + cand
+			_, err := c.WriteFile(ctx, scopeOf(call), p, data, true)
+			if err == nil {
+				return p, nil
+			}
+			if !sandbox.IsCode(err, "exists") {
+				return "", err
+			}
+			if cur, _, _, rerr := c.ReadFile(ctx, scopeOf(call), p, int64(len(data))+1); rerr == nil && bytes.Equal(cur, data) {
+				return p, nil
+			}
+		}
+		return "", failure.Conflict("name_taken", "too many files named like %s in outputs/", name)
+	}
 }

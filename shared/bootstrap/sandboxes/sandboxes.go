@@ -77,3 +77,13 @@ func LargeResults(core *bootstrap.Core, b blob.Store) sandboxtool.LargeResults {
 	}
 	return sandboxtool.LargeResults{Blob: put}
 }
+
+// Outputs saves into a run's sandbox outputs (download_kb_file), or nil
+// when no provisioner is configured.
+func Outputs(core *bootstrap.Core) func(ctx context.Context, c tool.Call, name string, data []byte) (string, error) {
+	sb := Client(core)
+	if sb == nil {
+		return nil
+	}
+	return sandboxtool.SaveOutput(sb)
+}
