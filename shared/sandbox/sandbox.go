@@ -62,6 +62,9 @@ type Scope struct {
 // scopeID is the provisioner's pattern for uid and thread ids.
 var scopeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// mappedID is the shape of a mapped thread id.
+var mappedID = regexp.MustCompile(`^t-[0-9a-f]{40}$`)
+
 // ThreadScope is the scope of uid's thread threadID. A thread id the
 // provisioner's id pattern refuses (a caller-chosen id of the invocation
 // entries: "chat:42", spaces, non-ASCII, the reserved "shared") is mapped
@@ -73,8 +76,12 @@ func ThreadScope(uid, threadID string) Scope {
 }
 
 // FileThreadID is the provisioner's id of thread threadID's files.
+// An id shaped like a mapped one is mapped too, so no kept id can equal the
+// mapped id of another thread (the volume's thread directories are not per
+// user: a caller choosing "t-<hash of someone's thread id>" must not land
+// in that thread's files).
 func FileThreadID(threadID string) string {
-	if threadID == "" || (scopeID.MatchString(threadID) && threadID != "shared") {
+	if threadID == "" || (scopeID.MatchString(threadID) && threadID != "shared" && !mappedID.MatchString(threadID)) {
 		return threadID
 	}
 	sum := sha256.Sum256([]byte(threadID))
