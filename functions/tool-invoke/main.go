@@ -42,6 +42,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	if err != nil {
 		return err
 	}
+	know.Outputs = sandboxes.Outputs(core) // download_kb_file, when a provisioner is configured
 	mcps, skills := mcplayer.Open(core), mcplayer.Skills(ctx, core, know.Blob, nil, nil, nil, false)
 	sandboxTools, err := sandboxes.Tools(core, skills) // on the provisioner, when one is configured (skills written in first)
 	if err != nil {
@@ -49,7 +50,8 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	}
 	kit := chat.Open(core, append(know.Tools(), sandboxTools...)...)
 	router := core.Router("tool-invoke")
-	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher(), RunTools: mcps, Skills: skills.Gate()}, core.Log).Register(router)
+	toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher(), RunTools: mcps, Skills: skills.Gate(),
+		Offload: sandboxes.LargeResults(core, know.Blob), LargeResultTokens: cfg.LargeToolResultTokens}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("tool-invoke")})
 }

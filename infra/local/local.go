@@ -11,6 +11,7 @@
 package local
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -37,12 +38,14 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
+	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
@@ -113,25 +116,33 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if err != nil {
 		return nil, err
 	}
+	docParser, err := parser.Open(cfg)
+	if err != nil {
+		core.Close()
+		return nil, err
+	}
 	var more []tool.Tool
 	var skillFiles *skill.Materializer // set below, before anything runs
 	if o.sandbox != nil {
 		sc := o.sandboxCfg
 		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
 		sc.Prepare = func(ctx context.Context, c tool.Call) error { return skillFiles.Prepare(ctx, c) }
+		sc.Artifacts = thread.NewStore(core.Pool)
+		if sc.Parse == nil {
+			sc.Parse, sc.OCREngine = parser.Markdown(docParser), cfg.OCREngine
+		}
 		more = sandboxtool.New(o.sandbox, sc)
 	}
-	app, err := openApp(core, more...)
+	var outputs kbtool.Outputs
+	if o.sandbox != nil {
+		outputs = sandboxtool.SaveOutput(o.sandbox)
+	}
+	app, err := openApp(core, outputs, more...)
 	if err != nil {
 		core.Close()
 		return nil, err
 	}
 	id, err := identity.Open(ctx, core, app.Knowledge.Blob)
-	if err != nil {
-		core.Close()
-		return nil, err
-	}
-	docParser, err := parser.Open(cfg)
 	if err != nil {
 		core.Close()
 		return nil, err
@@ -148,7 +159,15 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		skillFiles = skills.Materializer(o.sandbox)
 	}
 	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard}, core.Log)
-	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate()}, core.Log)
+	large := sandboxtool.LargeResults{Blob: func(ctx context.Context, key string, data []byte) error {
+		_, err := k.Blob.Put(ctx, key, bytes.NewReader(data), int64(len(data)), "text/plain; charset=utf-8")
+		return err
+	}}
+	if o.sandbox != nil {
+		large.Files = o.sandbox
+	}
+	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate(),
+		Offload: large, LargeResultTokens: cfg.LargeToolResultTokens}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
@@ -268,11 +287,12 @@ func ignoreCanceled(err error) error {
 }
 
 // openApp opens the knowledge engines and the run side on core.
-func openApp(core *bootstrap.Core, more ...tool.Tool) (*App, error) {
+func openApp(core *bootstrap.Core, outputs kbtool.Outputs, more ...tool.Tool) (*App, error) {
 	k, err := knowledge.Open(core)
 	if err != nil {
 		return nil, err
 	}
+	k.Outputs = outputs
 	return &App{Core: core, Knowledge: k, Chat: chat.Open(core, append(k.Tools(), more...)...)}, nil
 }
 

@@ -163,6 +163,11 @@ type Config struct {
 	SandboxURL         string
 	SandboxToken       string
 	SandboxExecTimeout time.Duration
+	// LargeToolResultTokens (YUXI_LARGE_TOOL_RESULT_TOKENS, default 20000,
+	// the original's large-tool-result threshold): a tool result estimated
+	// above it is offloaded to outputs/large_tool_results/ and the model gets
+	// a preview and the path (toolinvoke.Config.LargeResultTokens).
+	LargeToolResultTokens int
 	// Web tools (shared/webtool): web_search with Tavily or Doubao search,
 	// chosen by WEB_SEARCH_PROVIDER or by which key is set; web_fetch unless
 	// YUXI_WEB_FETCH=off. The base URLs are for tests and proxies.
@@ -293,6 +298,14 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("SANDBOX_EXEC_TIMEOUT_SECONDS=%q: want a positive number of seconds", v)
 		}
 		c.SandboxExecTimeout = time.Duration(n) * time.Second
+	}
+	c.LargeToolResultTokens = 20000
+	if v := getenv("YUXI_LARGE_TOOL_RESULT_TOKENS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			return c, fmt.Errorf("YUXI_LARGE_TOOL_RESULT_TOKENS=%q: want a number of tokens ≥ 100", v)
+		}
+		c.LargeToolResultTokens = n
 	}
 	c.DBMaxConns = 20
 	if v := getenv("YUXI_DB_MAX_CONNS"); v != "" {

@@ -12,11 +12,16 @@ import (
 // /api/chat/thread/{id}/state shows it: the queue, the latest top-level
 // run (with its interrupt, when it waits for an answer) and, on request,
 // the visible messages. The original reads a LangGraph checkpoint; here the
-// run, queue and message tables are that state.
+// run, queue and message tables are that state. Artifacts are the files
+// the agent presented (present_artifacts), sandbox paths oldest first as
+// the original's state `artifacts`; ArtifactItems says which run and call
+// presented each.
 type AgentState struct {
-	Queue     queue.Snapshot       `json:"queue"`
-	LatestRun *run.View            `json:"latest_run"`
-	Messages  []thread.HistoryItem `json:"messages,omitempty"`
+	Queue         queue.Snapshot       `json:"queue"`
+	LatestRun     *run.View            `json:"latest_run"`
+	Messages      []thread.HistoryItem `json:"messages,omitempty"`
+	Artifacts     []string             `json:"artifacts"`
+	ArtifactItems []thread.Artifact    `json:"artifact_items"`
 }
 
 // ThreadStateView is the answer of the state route.
@@ -38,7 +43,13 @@ func (s *Service) ThreadState(ctx context.Context, uid, threadID string, include
 	if err != nil {
 		return ThreadStateView{}, err
 	}
-	out := ThreadStateView{ThreadID: t.ID, AgentID: t.AgentID, ThreadStatus: t.ThreadStatus, AgentState: AgentState{Queue: snap}}
+	out := ThreadStateView{ThreadID: t.ID, AgentID: t.AgentID, ThreadStatus: t.ThreadStatus, AgentState: AgentState{Queue: snap, Artifacts: []string{}}}
+	if out.AgentState.ArtifactItems, err = s.d.Threads.Artifacts(ctx, uid, threadID); err != nil {
+		return ThreadStateView{}, err
+	}
+	for _, a := range out.AgentState.ArtifactItems {
+		out.AgentState.Artifacts = append(out.AgentState.Artifacts, a.Path)
+	}
 	latest, err := s.d.Runs.LatestForThread(ctx, uid, t.AgentID, threadID)
 	if err != nil {
 		return ThreadStateView{}, err

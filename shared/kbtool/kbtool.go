@@ -1,5 +1,5 @@
 // Package kbtool is the agent's knowledge-base tools: list_kbs, query_kb,
-// find_kb_document, open_kb_document and search_file (spec §4.5: argument
+// find_kb_document, open_kb_document, search_file and download_kb_file (spec §4.5: argument
 // schemas, line numbering and window semantics as the original). A tool sees
 // only the knowledge bases that are both readable by the run's user and
 // enabled for the run's agent (context.knowledges; empty = all readable),
@@ -39,11 +39,16 @@ type Deps struct {
 	Retriever *kb.Retriever
 	// ReadMarkdown returns the Markdown stored under key.
 	ReadMarkdown func(ctx context.Context, key string) (string, error)
+	// ReadObject returns a stored original (at most max bytes; more is a
+	// coded failure) and Outputs saves into the run's sandbox outputs, for
+	// download_kb_file; nil: the tool answers that no sandbox is configured.
+	ReadObject func(ctx context.Context, key string, max int64) ([]byte, error)
+	Outputs    Outputs
 }
 
-// Tools returns the five knowledge tools.
+// Tools returns the six knowledge tools.
 func Tools(d Deps) []tool.Tool {
-	return []tool.Tool{listKBs{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}}
+	return []tool.Tool{listKBs{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}, downloadFile{d}}
 }
 
 // scope is who calls, and which KBs the run's agent may use.

@@ -20,11 +20,14 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +57,35 @@ type Scope struct {
 	UID          string `json:"uid"`
 	FileThread   string `json:"file_thread_id"`
 	SkillsThread string `json:"skills_thread_id,omitempty"`
+}
+
+// scopeID is the provisioner's pattern for uid and thread ids.
+var scopeID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// mappedID is the shape of a mapped thread id.
+var mappedID = regexp.MustCompile(`^t-[0-9a-f]{40}$`)
+
+// ThreadScope is the scope of uid's thread threadID. A thread id the
+// provisioner's id pattern refuses (a caller-chosen id of the invocation
+// entries: "chat:42", spaces, non-ASCII, the reserved "shared") is mapped
+// to the stable id "t-<sha256 of it>"; every other id is kept as it is, so
+// existing threads keep their files. Every place that turns a thread into
+// a scope (the tools, the file routes, the skills) goes through here.
+func ThreadScope(uid, threadID string) Scope {
+	return Scope{UID: uid, FileThread: FileThreadID(threadID)}
+}
+
+// FileThreadID is the provisioner's id of thread threadID's files.
+// An id shaped like a mapped one is mapped too, so no kept id can equal the
+// mapped id of another thread (the volume's thread directories are not per
+// user: a caller choosing "t-<hash of someone's thread id>" must not land
+// in that thread's files).
+func FileThreadID(threadID string) string {
+	if threadID == "" || (scopeID.MatchString(threadID) && threadID != "shared" && !mappedID.MatchString(threadID)) {
+		return threadID
+	}
+	sum := sha256.Sum256([]byte(threadID))
+	return "t-" + hex.EncodeToString(sum[:20])
 }
 
 func (s Scope) query() url.Values {

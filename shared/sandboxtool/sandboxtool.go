@@ -1,6 +1,6 @@
 // Package sandboxtool is the agent's file-system and sandbox tools:
-// read_file, write_file, edit_file, ls, glob, grep (category filesystem) and
-// execute (category sandbox). Every call works on the run's scope — the
+// read_file, write_file, edit_file, ls, glob, grep, present_artifacts,
+// ocr_parse_file (category filesystem) and execute (category sandbox). Every call works on the run's scope — the
 // calling user and the run's thread (its uploads/outputs, the user's
 // workspace, the thread's skills) — through the sandbox provisioner's API
 // (shared/sandbox): file tools never start a sandbox, execute runs in it.
@@ -43,6 +43,10 @@ const (
 	MaxGrepMatches   = 200
 )
 
+// LargeResultsDir is where results too large for the model's context are
+// offloaded (the original's outputs/large_tool_results).
+const LargeResultsDir = sandbox.OutputsDir + "/large_tool_results"
+
 // Client is the part of the provisioner client the tools use.
 type Client interface {
 	ReadFile(ctx context.Context, s sandbox.Scope, path string, maxBytes int64) ([]byte, int64, bool, error)
@@ -51,6 +55,7 @@ type Client interface {
 	Glob(ctx context.Context, s sandbox.Scope, dir, pattern string) ([]string, bool, error)
 	Grep(ctx context.Context, s sandbox.Scope, dir, pattern, glob string, max int) ([]sandbox.Match, bool, error)
 	Exec(ctx context.Context, s sandbox.Scope, env map[string]string, r sandbox.ExecRequest) (sandbox.ExecResult, error)
+	Stat(ctx context.Context, s sandbox.Scope, path string) (sandbox.Entry, error)
 }
 
 // Config of the tools.
@@ -62,14 +67,21 @@ type Config struct {
 	// Prepare runs before each tool call (the run's skills are written into
 	// /home/gem/skills); its error is retried like an unreachable provisioner.
 	Prepare func(ctx context.Context, c tool.Call) error
+	// Artifacts keeps what present_artifacts presents on the thread; nil:
+	// the call answers but nothing is recorded.
+	Artifacts ArtifactRecorder
+	// Parse is ocr_parse_file's document parser and OCREngine the id of its
+	// configured OCR engine ("" for none); nil: the tool says no parser is configured.
+	Parse     Parse
+	OCREngine string
 }
 
-// New returns the seven tools on c.
+// New returns the nine tools on c.
 func New(c Client, cfg Config) []tool.Tool {
 	if cfg.ExecTimeout <= 0 {
 		cfg.ExecTimeout = 180 * time.Second
 	}
-	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}}
+	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}, presentArtifacts{c, cfg.Artifacts}, ocrParseFile{c, cfg.Parse, cfg.OCREngine}}
 	if cfg.Prepare != nil {
 		for i, t := range ts {
 			ts[i] = prepared{t, cfg.Prepare}
@@ -101,7 +113,7 @@ func Specs() []tool.Spec {
 }
 
 func scopeOf(c tool.Call) sandbox.Scope {
-	return sandbox.Scope{UID: c.UID, FileThread: c.ThreadID}
+	return sandbox.ThreadScope(c.UID, c.ThreadID)
 }
 
 func decode(c tool.Call, v any) *tool.Result {
@@ -450,7 +462,8 @@ type execute struct {
 
 func (execute) Spec() tool.Spec {
 	return tool.Spec{Name: "execute", DisplayName: "Run command", Category: "sandbox", Tags: []string{"sandbox"}, Base: true,
-		Description: "Run a shell command (/bin/sh -c) in the conversation's sandbox, working directory /home/gem/user-data/workspace. " +
+		Description: "Run a shell command (/bin/sh -c) in the conversation's sandbox. The working directory is /home/gem/user-data, so relative paths " +
+			"resolve as in the file tools: outputs/… (results for the user), uploads/… (the user's files), workspace/… (the user's shared workspace); skills are in /home/gem/skills (read-only). " +
 			"No network. Output (stdout and stderr) is capped at 262144 bytes; the exit code is returned. timeout is in seconds (default and maximum: the sandbox exec timeout).",
 		Parameters: schema(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"integer","minimum":1,"description":"seconds"}},` +
 			`"required":["command"],"additionalProperties":false}`)}
@@ -478,7 +491,7 @@ func (t execute) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 			return tool.Result{}, fmt.Errorf("agent env of %s: %w", c.UID, err)
 		}
 	}
-	res, err := t.c.Exec(ctx, scopeOf(c), env, sandbox.ExecRequest{Command: a.Command, Timeout: timeout, IdempotencyKey: c.ToolCallID})
+	res, err := t.c.Exec(ctx, scopeOf(c), env, sandbox.ExecRequest{Command: a.Command, Workdir: sandbox.UserDataDir, Timeout: timeout, IdempotencyKey: c.ToolCallID})
 	if err != nil {
 		return result(err)
 	}

@@ -58,7 +58,7 @@ func TestSpecs(t *testing.T) {
 		}
 	}
 	want := map[string]string{"read_file": "filesystem", "write_file": "filesystem", "edit_file": "filesystem", "ls": "filesystem",
-		"glob": "filesystem", "grep": "filesystem", "execute": "sandbox"}
+		"glob": "filesystem", "grep": "filesystem", "execute": "sandbox", "present_artifacts": "filesystem", "ocr_parse_file": "filesystem"}
 	if len(names) != len(want) {
 		t.Fatalf("tools %v", names)
 	}
@@ -101,7 +101,7 @@ func TestWriteReadEditRunPython(t *testing.T) {
 	if res := k.call(t, "edit_file", map[string]any{"file_path": "outputs/calc.py", "old_string": "print", "new_string": "echo"}); !res.IsError || !strings.Contains(res.Output, "occurs 2 times") {
 		t.Fatalf("ambiguous edit: %+v", res)
 	}
-	res = k.call(t, "execute", map[string]any{"command": "python3 ../outputs/calc.py a b > ../outputs/result.txt; cat ../outputs/result.txt; exit 3"})
+	res = k.call(t, "execute", map[string]any{"command": "python3 outputs/calc.py a b > outputs/result.txt; cat outputs/result.txt; exit 3"})
 	if res.Output != "sum 5050\nargv ['a', 'b']\n[exit code 3]" {
 		t.Fatalf("execute: %q", res.Output)
 	}
@@ -127,12 +127,12 @@ func TestExecuteIdempotentByToolCallID(t *testing.T) {
 	t.Parallel()
 	k := newKit(t)
 	for range 2 {
-		res := k.call(t, "execute", map[string]any{"command": "echo once >> ../outputs/log.txt; wc -l < ../outputs/log.txt"}, "call_exec_1")
+		res := k.call(t, "execute", map[string]any{"command": "echo once >> outputs/log.txt; wc -l < outputs/log.txt"}, "call_exec_1")
 		if res.Output != "1\n[exit code 0]" {
 			t.Fatalf("execute (redelivered): %q", res.Output)
 		}
 	}
-	if res := k.call(t, "execute", map[string]any{"command": "echo again >> ../outputs/log.txt; wc -l < ../outputs/log.txt"}); res.Output != "2\n[exit code 0]" {
+	if res := k.call(t, "execute", map[string]any{"command": "echo again >> outputs/log.txt; wc -l < outputs/log.txt"}); res.Output != "2\n[exit code 0]" {
 		t.Fatalf("a new call: %q", res.Output)
 	}
 	res := k.call(t, "execute", map[string]any{"command": "sleep 20", "timeout": 1})
@@ -148,7 +148,7 @@ func TestExecuteIdempotentByToolCallID(t *testing.T) {
 func TestPathRulesAreToolErrors(t *testing.T) {
 	t.Parallel()
 	k := newKit(t)
-	if res := k.call(t, "execute", map[string]any{"command": "ln -s / ../outputs/root && echo ok"}); !strings.HasPrefix(res.Output, "ok") {
+	if res := k.call(t, "execute", map[string]any{"command": "ln -s / outputs/root && echo ok"}); !strings.HasPrefix(res.Output, "ok") {
 		t.Fatalf("symlink: %q", res.Output)
 	}
 	for _, c := range []struct {

@@ -319,7 +319,7 @@ func (m *Materializer) Prepare(ctx context.Context, c tool.Call) error {
 		}
 		dirs = append(dirs, d)
 	}
-	if err := m.sync.SyncSkills(ctx, sandbox.Scope{UID: c.UID, FileThread: c.ThreadID}, dirs); err != nil {
+	if err := m.sync.SyncSkills(ctx, sandbox.ThreadScope(c.UID, c.ThreadID), dirs); err != nil {
 		return err
 	}
 	m.done.Store(key, struct{}{})

@@ -213,7 +213,7 @@ func (s *Service) threadScope(ctx context.Context, uid, threadID string) (sandbo
 	if _, err := s.cfg.Threads.Get(ctx, uid, threadID); err != nil {
 		return sandbox.Scope{}, err
 	}
-	return sandbox.Scope{UID: uid, FileThread: threadID}, nil
+	return sandbox.ThreadScope(uid, threadID), nil
 }
 
 // workspaceScope is uid's workspace alone.

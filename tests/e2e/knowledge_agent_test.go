@@ -609,7 +609,7 @@ func TestKnowledgeToolsAreRegistered(t *testing.T) {
 	found := map[string]bool{}
 	for _, tl := range out.Data {
 		switch tl.Slug {
-		case "list_kbs", "query_kb", "find_kb_document", "open_kb_document", "search_file":
+		case "list_kbs", "query_kb", "find_kb_document", "open_kb_document", "search_file", "download_kb_file":
 			found[tl.Slug] = true
 			var schema map[string]any
 			if tl.Category != "knowledge" || tl.Name == "" || tl.Name == tl.Slug || tl.DisplayName != tl.Name || tl.Description == "" ||
@@ -618,13 +618,13 @@ func TestKnowledgeToolsAreRegistered(t *testing.T) {
 			}
 		}
 	}
-	if len(found) != 5 || !out.Success {
+	if len(found) != 6 || !out.Success {
 		t.Errorf("knowledge tools listed: %v", found)
 	}
 	// ?category filters; options are {label: display name, value: slug}.
 	var kbOnly struct{ Data []listing }
 	user.Do("GET", "/api/system/tools?category=knowledge", nil).Decode(t, &kbOnly)
-	if len(kbOnly.Data) != 5 {
+	if len(kbOnly.Data) != 6 {
 		t.Errorf("category=knowledge: %+v", kbOnly.Data)
 	}
 	for _, tl := range kbOnly.Data {

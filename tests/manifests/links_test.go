@@ -25,7 +25,8 @@ var heavyPackages = []struct{ name, path string }{
 
 // functionLinks is what each function binary may link of heavyPackages —
 // exactly: a package gained or lost changes this table in the same commit.
-// Only doc-parse parses files, and intake (POST /api/knowledge/files/markdown);
+// Only doc-parse parses files, intake (POST /api/knowledge/files/markdown)
+// and tool-invoke (the agent's ocr_parse_file, when a provisioner is configured);
 // the dispatcher's file sweep purges vectors and objects of deleted knowledge
 // bases, and tool-invoke runs the knowledge tools, so both open the knowledge
 // engines; kb-graph opens them to read indexed files' chunks; agent-step only offers the tools' specs to the model; evaluate
@@ -46,7 +47,7 @@ var functionLinks = map[string][]string{
 	"kb-index":    {"kb", "minio", "aws-sdk", "pubsub"},
 	"kb-graph":    {"kb", "minio", "aws-sdk", "pubsub"},
 	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
-	"tool-invoke": {"kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
+	"tool-invoke": {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"agent-step":  {"minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
 }

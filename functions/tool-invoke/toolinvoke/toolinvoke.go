@@ -21,12 +21,14 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/approval"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
+	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
@@ -54,13 +56,29 @@ type SkillTools interface {
 	Needs(ctx context.Context, runID, name string) (bool, error)
 }
 
+// Offloader keeps a tool result too large for the model's context and says
+// where (sandboxtool.LargeResults): a sandbox path or an object key.
+type Offloader interface {
+	Offload(ctx context.Context, c tool.Call, output string) (string, error)
+}
+
+// notOffloaded are the tools whose results are never offloaded (as the
+// original): their output is already bounded, or re-reading a file's
+// offloaded copy would only loop.
+var notOffloaded = map[string]bool{"read_file": true, "ls": true, "glob": true, "grep": true, "write_file": true, "edit_file": true}
+
 // Config tunes the handler.
 type Config struct {
-	Skills    SkillTools    // nil: no skills
-	RunTools  RunTools      // nil: registry tools only
-	Timeout   time.Duration // per tool call (default 5 min)
-	MaxOutput int           // bytes of output kept (default 256 KiB)
-	Crash     func(point string)
+	// Offload, when set, takes results estimated above LargeResultTokens
+	// (default 20000; 4 characters a token) out of the model's context:
+	// the model gets the place and a preview. nil: results are cut at MaxOutput.
+	Offload           Offloader
+	LargeResultTokens int
+	Skills            SkillTools    // nil: no skills
+	RunTools          RunTools      // nil: registry tools only
+	Timeout           time.Duration // per tool call (default 5 min)
+	MaxOutput         int           // bytes of output kept (default 256 KiB)
+	Crash             func(point string)
 }
 
 // Handler handles io.yuxi.tool.call.requested.v1.
@@ -79,6 +97,9 @@ func New(runs *run.Store, tools Tools, stream Stream, cfg Config, log *slog.Logg
 	}
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = 256 << 10
+	}
+	if cfg.LargeResultTokens <= 0 {
+		cfg.LargeResultTokens = 20000
 	}
 	if log == nil {
 		log = slog.Default()
@@ -132,6 +153,10 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 		<-started
 		return nil // recorded later (e.g. when a sub-agent run finishes)
 	}
+	if res, err = h.offload(ctx, r, tc, res); err != nil {
+		<-started
+		return err // the store is unreachable: retried
+	}
 	out := run.ToolResult{Status: run.ToolSuccess, Output: truncate(res.Output, h.cfg.MaxOutput)}
 	switch {
 	case res.Interrupt != nil:
@@ -142,6 +167,24 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 	}
 	out.StreamAfter = started
 	return h.record(ctx, r, tc, out, res)
+}
+
+// offload replaces a large successful result by its place and a preview.
+func (h *Handler) offload(ctx context.Context, r run.Run, tc run.ToolCall, res tool.Result) (tool.Result, error) {
+	if h.cfg.Offload == nil || res.IsError || res.Interrupt != nil || notOffloaded[tc.Name] {
+		return res, nil
+	}
+	tokens := (utf8.RuneCountInString(res.Output) + 3) / 4
+	if tokens <= h.cfg.LargeResultTokens {
+		return res, nil
+	}
+	where, err := h.cfg.Offload.Offload(ctx, tool.Call{RunID: r.ID, ToolCallID: tc.ToolCallID, StepNo: tc.StepNo, ThreadID: r.ThreadID,
+		UID: r.UID, AgentSlug: r.AgentSlug}, res.Output)
+	if err != nil {
+		return res, err
+	}
+	res.Output = sandboxtool.LargeResultPreview(tc.ToolCallID, where, res.Output, tokens, min(4*h.cfg.LargeResultTokens, 8000))
+	return res, nil
 }
 
 func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.Result, error) {

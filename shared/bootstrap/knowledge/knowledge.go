@@ -49,6 +49,9 @@ type Engines struct {
 	Buckets   *Buckets
 	// Graph is the knowledge graph's embedded PostgreSQL engine.
 	Graph *graph.Postgres
+	// Outputs saves into a run's sandbox outputs (download_kb_file); set it
+	// before Tools when a provisioner is configured.
+	Outputs kbtool.Outputs
 
 	core        *bootstrap.Core
 	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
@@ -101,6 +104,19 @@ func (e *Engines) Tools() []tool.Tool {
 		defer rc.Close()
 		b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
 		return string(b), err
+	}, Outputs: e.Outputs, ReadObject: func(ctx context.Context, key string, max int64) ([]byte, error) {
+		rc, info, err := e.Blob.Get(ctx, key)
+		if errors.Is(err, blob.ErrNotFound) {
+			return nil, failure.NotFound("file_not_found", "the stored original is gone")
+		}
+		if err != nil {
+			return nil, err
+		}
+		defer rc.Close()
+		if info.Size > max {
+			return nil, failure.Unprocessable("file_too_large", "the file is %d bytes; download_kb_file copies up to %d", info.Size, max)
+		}
+		return io.ReadAll(io.LimitReader(rc, max))
 	}})
 }
 

@@ -3,11 +3,14 @@
 // package of its own so that only the processes that parse link the parsers.
 //
 // Imported by: the mains of doc-parse and intake (POST
-// /api/knowledge/files/markdown), infra/local, tests and benchmarks.
+// /api/knowledge/files/markdown), shared/bootstrap/sandboxes (the agent's
+// ocr_parse_file), infra/local, tests and benchmarks.
 // May import: shared/bootstrap, shared/docparse and the standard library.
 package parser
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -29,4 +32,13 @@ func Open(cfg bootstrap.Config) (*docparse.Parser, error) {
 		opts.OCR, opts.OCREngine = ocr, cfg.OCREngine
 	}
 	return docparse.New(docparse.NewPDFTextLayer(), opts), nil
+}
+
+// Markdown adapts p to "document in, Markdown out" (the agent's
+// ocr_parse_file; figures the OCR engine cut out are left out).
+func Markdown(p *docparse.Parser) func(ctx context.Context, filename string, data []byte) (string, error) {
+	return func(ctx context.Context, filename string, data []byte) (string, error) {
+		res, err := p.Parse(ctx, filename, bytes.NewReader(data), int64(len(data)))
+		return res.Markdown, err
+	}
 }

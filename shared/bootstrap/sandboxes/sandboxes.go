@@ -4,14 +4,20 @@
 // merged in when their sandbox is created.
 //
 // Imported by: the tool-invoke and intake mains.
-// May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/skill, shared/tool, shared/usersettings.
+// May import: shared/blob, shared/bootstrap, shared/bootstrap/parser, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
 package sandboxes
 
 import (
+	"bytes"
+	"context"
+
+	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
+	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
@@ -29,7 +35,12 @@ func Tools(core *bootstrap.Core, skills *skill.Service) ([]tool.Tool, error) {
 		return nil, err
 	}
 	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
-	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env}
+	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env, Artifacts: thread.NewStore(core.Pool), OCREngine: cfg.OCREngine}
+	docs, err := parser.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	tc.Parse = parser.Markdown(docs)
 	if skills != nil {
 		tc.Prepare = skills.Materializer(sb).Prepare
 	}
@@ -51,4 +62,28 @@ func Client(core *bootstrap.Core) *sandbox.Client {
 		return nil
 	}
 	return sb
+}
+
+// LargeResults is where tool-invoke offloads tool results too large for the
+// model's context: the thread's outputs/large_tool_results/ on the
+// provisioner, or the object store b when no provisioner is configured.
+func LargeResults(core *bootstrap.Core, b blob.Store) sandboxtool.LargeResults {
+	put := func(ctx context.Context, key string, data []byte) error {
+		_, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), "text/plain; charset=utf-8")
+		return err
+	}
+	if sb := Client(core); sb != nil {
+		return sandboxtool.LargeResults{Files: sb, Blob: put}
+	}
+	return sandboxtool.LargeResults{Blob: put}
+}
+
+// Outputs saves into a run's sandbox outputs (download_kb_file), or nil
+// when no provisioner is configured.
+func Outputs(core *bootstrap.Core) func(ctx context.Context, c tool.Call, name string, data []byte) (string, error) {
+	sb := Client(core)
+	if sb == nil {
+		return nil
+	}
+	return sandboxtool.SaveOutput(sb)
 }

@@ -15,7 +15,7 @@ import (
 
 // All returns the five knowledge tools' specs.
 func All() []tool.Spec {
-	return []tool.Spec{ListKBs(), QueryKB(), OpenDocument(), FindDocument(), SearchFile()}
+	return []tool.Spec{ListKBs(), QueryKB(), OpenDocument(), FindDocument(), SearchFile(), DownloadFile()}
 }
 
 func spec(name, display, desc, params string) tool.Spec {
@@ -65,4 +65,14 @@ func SearchFile() tool.Spec {
 		`{"type":"object","additionalProperties":false,"properties":{
 			"kb_name":{"type":"string"},"query":{"type":"string"},
 			"offset":{"type":"integer","minimum":0,"default":0},"limit":{"type":"integer","minimum":1,"maximum":5000,"default":300}}}`)
+}
+
+// DownloadFile is download_kb_file.
+func DownloadFile() tool.Spec {
+	return spec("download_kb_file", "Download a knowledge-base file",
+		"Copy the original file (pdf, docx, xlsx, …) of file_id from a knowledge base of this conversation into /home/gem/user-data/outputs/ "+
+			"and return its sandbox path, to open it from code (openpyxl.load_workbook, pdfplumber.open, …) or parse it with ocr_parse_file. "+
+			"save_as names the copy (directories are stripped; a taken name gets a _N suffix). The file is not parsed and not presented.",
+		`{"type":"object","additionalProperties":false,"required":["file_id"],"properties":{
+			"file_id":{"type":"string"},"save_as":{"type":"string","description":"file name of the copy in outputs/"}}}`)
 }
