@@ -12,6 +12,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
+	"github.com/yuxi-serverless/yuxi/shared/dashboard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
@@ -27,6 +28,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
+	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -110,6 +112,11 @@ type Deps struct {
 	Models invoke.Models
 	// ChatImages stores images uploaded for chat messages (nil: 503).
 	ChatImages *chatimage.Store
+	// Tasks is the task centre over the KB's tables (nil: /api/tasks
+	// answers 503); its KBs is set here.
+	Tasks *task.Store
+	// Dashboard is the superadmin dashboard (nil: /api/dashboard answers 503).
+	Dashboard *dashboard.Store
 }
 
 // MarkdownParser parses a document to Markdown.

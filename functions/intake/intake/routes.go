@@ -232,9 +232,12 @@ func (s *Server) Routes() []Route {
 	}
 	// Files on the sandbox provisioner's volume (routes_files.go).
 	rs = append(rs, s.fileRoutes()...)
+	// The superadmin dashboard (routes_dashboard.go).
+	rs = append(rs, s.dashboardRoutes()...)
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
+		rs = append(rs, s.taskRoutes()...)
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)
