@@ -18,6 +18,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/logring"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
@@ -102,8 +103,12 @@ type Deps struct {
 	Ready map[string]func(context.Context) error
 	// Info is /api/system/info (nil: the default branding).
 	Info map[string]any
-	// OCREngine names the configured OCR engine (empty: none).
-	OCREngine string
+	// OCREngine names the configured OCR engine (empty: none), OCRBaseURL
+	// its address (GET /api/system/ocr/health probes it).
+	OCREngine  string
+	OCRBaseURL string
+	// Logs are this process's last log lines (GET /api/system/logs; nil: empty).
+	Logs *logring.Ring
 	// Sandbox is the sandbox provisioner's client: the viewer, workspace,
 	// artifact and attachment routes read and write files through its file
 	// API (nil: those routes answer 503 sandbox_unavailable).

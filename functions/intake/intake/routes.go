@@ -118,6 +118,8 @@ func (s *Server) Routes() []Route {
 		{"DELETE", "/api/system/model-providers/{provider_id}", Admin, NoCheck, s.deleteProvider},
 		{"GET", "/api/system/model-providers/{provider_id}/remote-models", Admin, NoCheck, s.remoteModels},
 		{"GET", "/api/system/ocr/options", User, NoCheck, s.ocrOptions},
+		{"GET", "/api/system/ocr/health", User, NoCheck, s.ocrHealth},
+		{"GET", "/api/system/logs", Admin, NoCheck, s.systemLogs},
 
 		// Auth and users (routes_auth.go).
 		{"GET", "/api/auth/check-first-run", Public, NoCheck, s.checkFirstRun},
