@@ -13,7 +13,7 @@
 // (one conversation's), message_feedbacks, users, agents, knowledge_bases,
 // knowledge_files.
 //
-// Imported by: functions/intake, shared/bootstrap/identity, tests.
+// Imported by: functions/intake, shared/bootstrap/identity, tests (bench figure 16).
 // May import: shared/failure, pgx.
 package dashboard
 

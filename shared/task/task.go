@@ -13,7 +13,7 @@
 //
 // Owns the table task_dismissals; reads knowledge_files, knowledge_bases
 // (through KBs), evaluation_runs, evaluation_datasets.
-// Imported by: functions/intake, tests.
+// Imported by: functions/intake, shared/bootstrap/identity, tests.
 // May import: shared/access, shared/failure, shared/kb, pgx.
 package task
 
