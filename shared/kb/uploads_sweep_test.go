@@ -53,4 +53,6 @@ func TestSweepUploadsRemovesOnlyOldUnregisteredUploads(t *testing.T) {
 	}
 }
 
-func isNotFound(err error) bool { return err != nil && strings.Contains(err.Error(), blob.ErrNotFound.Error()) }
+func isNotFound(err error) bool {
+	return err != nil && strings.Contains(err.Error(), blob.ErrNotFound.Error())
+}
