@@ -119,7 +119,9 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/system/model-providers/{provider_id}/remote-models", Admin, NoCheck, s.remoteModels},
 		{"GET", "/api/system/ocr/options", User, NoCheck, s.ocrOptions},
 		{"GET", "/api/system/ocr/health", User, NoCheck, s.ocrHealth},
-		{"GET", "/api/system/logs", Admin, NoCheck, s.systemLogs},
+		// Process logs name every tenant's threads, KBs and errors: the
+		// superadmin's (the original let any admin read them).
+		{"GET", "/api/system/logs", SuperAdmin, Superadmin, s.systemLogs},
 
 		// Auth and users (routes_auth.go).
 		{"GET", "/api/auth/check-first-run", Public, NoCheck, s.checkFirstRun},
