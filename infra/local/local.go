@@ -197,8 +197,8 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
-		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
-		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages})
+		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, OCRBaseURL: cfg.OCRBaseURL, Logs: core.Logs, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
+		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages, Tasks: id.Tasks, Dashboard: id.Dashboard})
 	var handler = api.Handler()
 	if o.webDir != "" {
 		handler = WebHandler(o.webDir, handler)

@@ -102,11 +102,18 @@ func TestCreateAPIKeyStoresOnlyTheHashAndReplays(t *testing.T) {
 			t.Fatalf("%s: err = %v, want request_id_conflict", name, err)
 		}
 	}
-	// Another user reusing the request id gets a conflict, never alice's key.
-	_, err = f.svc.CreateAPIKey(ctx, bob, in)
-	wantCode(t, err, failure.KindConflict, "request_id_conflict")
-	if n := f.count(t, `SELECT count(*) FROM api_keys`); n != 1 {
-		t.Fatalf("%d api_keys rows, want 1", n)
+	// Another user reusing the request id gets a key of their own (request
+	// ids are per user, issue 9: a 409 told bob that alice used the id),
+	// never alice's.
+	bobs, err := f.svc.CreateAPIKey(ctx, bob, in)
+	if err != nil {
+		t.Fatalf("bob's key with alice's request id: %v", err)
+	}
+	if bobs.APIKey.UserID != bob.UserID || bobs.APIKey.ID == k.ID || bobs.Secret == created.Secret {
+		t.Fatalf("bob got %+v", bobs.APIKey)
+	}
+	if n := f.count(t, `SELECT count(*) FROM api_keys`); n != 2 {
+		t.Fatalf("%d api_keys rows, want 2", n)
 	}
 }
 

@@ -194,7 +194,7 @@ func (s *Service) CreateAPIKey(ctx context.Context, actor Principal, in NewAPIKe
 		// so the existing row is visible to this statement.
 		var storedIntent, storedHash string
 		key, err = scanAPIKey(tx.QueryRow(ctx, `SELECT `+apiKeyColumns+`, intent_hash, key_hash
-			FROM api_keys WHERE request_id = $1`, in.RequestID), &storedIntent, &storedHash)
+			FROM api_keys WHERE user_id = $2 AND request_id = $1`, in.RequestID, subject), &storedIntent, &storedHash)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errors.New("api key conflict on key_hash without a matching request_id")
 		}

@@ -85,6 +85,24 @@ func newUserCode() (string, error) {
 	return string(out), nil
 }
 
+// CreateCLISessionFrom is CreateCLISession for a request from client (the
+// client address): creations are limited per address like login attempts
+// (Config.LoginLimiter, its own window under "cli-session:"), 429
+// too_many_cli_sessions past it — anyone may create sessions, so without a
+// limit one address could fill cli_auth_sessions.
+func (s *Service) CreateCLISessionFrom(ctx context.Context, keyName *string, client string) (CLISessionCreated, error) {
+	if s.cfg.LoginLimiter != nil {
+		ok, retry, err := s.cfg.LoginLimiter.Allow(ctx, "cli-session:"+client)
+		if err == nil && !ok { // a failing limiter (Redis down) lets the call through
+			secs := max(int64((retry+time.Second-1)/time.Second), 1)
+			return CLISessionCreated{}, failure.New(failure.KindTooMany, "too_many_cli_sessions",
+				"too many CLI login sessions from this address; retry in %d seconds", secs).
+				With(map[string]any{"retry_after_seconds": strconv.FormatInt(secs, 10)})
+		}
+	}
+	return s.CreateCLISession(ctx, keyName)
+}
+
 // CreateCLISession starts a device login.
 func (s *Service) CreateCLISession(ctx context.Context, keyName *string) (CLISessionCreated, error) {
 	name := defaultCLIKeyName

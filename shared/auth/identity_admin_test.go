@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -319,4 +320,37 @@ func TestCLIDeviceLoginIsSingleUseAndExpires(t *testing.T) {
 	s2, _ := f.svc.CreateCLISession(ctx, nil)
 	_, err = f.svc.ApproveCLISession(ctx, p, s2.UserCode)
 	wantCode(t, err, failure.KindForbidden, "cli_approval_forbidden")
+}
+
+// Deleting a department takes its id out of every share_config naming it
+// (issue 9: ids were left behind in agents', KBs' and skills' scopes).
+func TestDeleteDepartmentScrubsShareConfigs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	root := f.superadmin(t)
+	gone, _ := f.department(t, root, "gone", "gone-admin")
+	stays, _ := f.department(t, root, "stays", "stays-admin")
+	share := fmt.Sprintf(`{"version": 2, "read_scope": {"access_level": "department", "department_ids": [%d, %d]},
+		"manage_scope": {"access_level": "department", "department_ids": [%d]}}`, gone.ID, stays.ID, gone.ID)
+	if _, err := f.pool.Exec(ctx, `INSERT INTO agents (slug, backend_id, name, created_by, share_config) VALUES ('shared-agent', 'chatbot', 'a', 'x', $1)`, share); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.pool.Exec(ctx, `INSERT INTO knowledge_bases (kb_id, name, embedding_model_spec, embedding_dim, created_by, share_config)
+		VALUES ('kb_shared', 'shared', 'e:m', 8, 'x', $1)`, share); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.svc.DeleteDepartment(ctx, root, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`{"version": 2, "read_scope": {"access_level": "department", "department_ids": [%d]}, "manage_scope": {"access_level": "department", "department_ids": []}}`, stays.ID)
+	for _, q := range []string{`SELECT share_config::text FROM agents WHERE slug = 'shared-agent'`, `SELECT share_config::text FROM knowledge_bases WHERE kb_id = 'kb_shared'`} {
+		var got string
+		if err := f.pool.QueryRow(ctx, q).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", q, got, want)
+		}
+	}
 }

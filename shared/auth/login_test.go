@@ -184,3 +184,46 @@ func TestLoginByPhoneNumber(t *testing.T) {
 		t.Fatalf("token response = %+v", tok)
 	}
 }
+
+// keyedLimiter admits limit calls per key.
+type keyedLimiter struct {
+	limit int
+	n     map[string]int
+}
+
+func (l *keyedLimiter) Allow(_ context.Context, key string) (bool, time.Duration, error) {
+	l.n[key]++
+	return l.n[key] <= l.limit, 30 * time.Second, nil
+}
+
+// CLI session creation is public: it is limited per client address (issue 9).
+func TestCLISessionCreationIsRateLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	lim := &keyedLimiter{limit: 2, n: map[string]int{}}
+	svc, err := auth.NewService(pool, auth.Config{JWTSecret: testJWTSecret, APIKeySecret: testAPIKeySecret, LoginLimiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if _, err := svc.CreateCLISessionFrom(ctx, nil, "203.0.113.9"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = svc.CreateCLISessionFrom(ctx, nil, "203.0.113.9")
+	fe := wantCode(t, err, failure.KindTooMany, "too_many_cli_sessions")
+	if fe.Details["retry_after_seconds"] != "30" {
+		t.Fatalf("retry after: %v", fe.Details)
+	}
+	if _, err := svc.CreateCLISessionFrom(ctx, nil, "198.51.100.7"); err != nil {
+		t.Fatalf("another address: %v", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM cli_auth_sessions`).Scan(&n); err != nil || n != 3 {
+		t.Fatalf("%d sessions stored (%v), want 3", n, err)
+	}
+	// Logins from the limited address have their own budget.
+	_, err = svc.LoginFrom(ctx, "x", "y", "203.0.113.9")
+	wantCode(t, err, failure.KindUnauthorized, "invalid_credentials")
+}

@@ -340,8 +340,11 @@ func (s *Service) CreateUser(ctx context.Context, actor Principal, in NewUser) (
 		if actor.DepartmentID == nil {
 			return User{}, failure.Forbidden("department_required", "an admin must belong to a department to create users")
 		}
-		if deptID != nil && *deptID != *actor.DepartmentID {
-			return User{}, failure.Forbidden("department_forbidden", "an admin may create users only in its own department")
+		// As the original (普通管理员不能指定部门): an admin's users join its
+		// department; naming one, even its own, is refused, so that a
+		// client cannot learn department ids by probing.
+		if deptID != nil {
+			return User{}, failure.Forbidden("department_forbidden", "an admin may not name a department: its users join its own")
 		}
 		deptID = actor.DepartmentID
 	}

@@ -48,6 +48,9 @@ func TestCreateUserRoleCeilingAndDepartments(t *testing.T) {
 	defaultDept := *root.DepartmentID
 	_, err = f.svc.CreateUser(ctx, admin, auth.NewUser{UID: "elsewhere", Password: testPassword, DepartmentID: &defaultDept})
 	wantCode(t, err, failure.KindForbidden, "department_forbidden")
+	// Naming its own department is refused too, as the original (issue 9).
+	_, err = f.svc.CreateUser(ctx, admin, auth.NewUser{UID: "own-dept", Password: testPassword, DepartmentID: &salesID})
+	wantCode(t, err, failure.KindForbidden, "department_forbidden")
 	_, err = f.svc.CreateUser(ctx, root, auth.NewUser{UID: "root2", Password: testPassword, Role: auth.RoleSuperadmin})
 	wantCode(t, err, failure.KindUnprocessable, "invalid_role")
 

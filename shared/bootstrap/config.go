@@ -144,6 +144,10 @@ type Config struct {
 	NotifyToken string
 	FileLease   time.Duration // YUXI_FILE_LEASE: a parsing/indexing stage older than this is presumed dead (default 15m)
 	FileGrace   time.Duration // YUXI_FILE_GRACE: a file waiting this long for its next stage is re-driven (default 2m)
+	// UploadGrace is YUXI_UPLOAD_GRACE: a KB upload never registered, or a
+	// chat image never sent, is removed by the dispatcher's sweep after this
+	// (default 24h).
+	UploadGrace time.Duration
 	// IngestConcurrency is YUXI_INGEST_CONCURRENCY: in the local runner, how
 	// many files are parsed, and how many indexed, at once (default half the
 	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
@@ -272,6 +276,7 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		{"YUXI_SYNC_WAIT", &c.SyncWait, 300 * time.Second},
 		{"YUXI_FILE_LEASE", &c.FileLease, 15 * time.Minute},
 		{"YUXI_FILE_GRACE", &c.FileGrace, 2 * time.Minute},
+		{"YUXI_UPLOAD_GRACE", &c.UploadGrace, 24 * time.Hour},
 	}
 	for _, d := range durations {
 		*d.dst = d.def

@@ -11,7 +11,7 @@
 //
 // Imported by: function mains, infra/local, tests and benchmarks.
 // May import: shared/postgres, shared/outbox, shared/runstream, shared/faas,
-// shared/llm, shared/modelprovider, shared/netguard, shared/secret, shared/clientaddr, shared/cloudbus, shared/telemetry, events, pgx,
+// shared/llm, shared/modelprovider, shared/netguard, shared/secret, shared/clientaddr, shared/cloudbus, shared/telemetry, shared/logring, events, pgx,
 // go-redis, the CloudEvents SDK, the AWS SDK, the Google Cloud Pub/Sub client and the standard
 // library (never a domain or engine package: those belong to the openers
 // under it; tests/manifests/links_test.go fails when agent-step links one).

@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/logring"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
@@ -34,6 +35,8 @@ import (
 type Core struct {
 	Config Config
 	Log    *slog.Logger
+	// Logs are this process's last log lines (GET /api/system/logs).
+	Logs   *logring.Ring
 	Pool   *pgxpool.Pool
 	Redis  *redis.Client
 	Stream *runstream.Writer
@@ -84,7 +87,8 @@ func Logger(level string) *slog.Logger {
 // database when cfg.CreateDatabase, then migrating it) and Redis, and builds
 // the outbox and its relay. The caller runs Relay.Run and calls Close.
 func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
-	log := Logger(cfg.LogLevel).With("function", opt.Function)
+	logs := logring.New(1000)
+	log := slog.New(logs.Tee(Logger(cfg.LogLevel).Handler())).With("function", opt.Function)
 	// Providers come from cfg.Environ (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL).
 	models, err := llm.LoadRegistry(cfg.Environ, &http.Client{Transport: http.DefaultTransport})
 	if err != nil {
@@ -113,7 +117,7 @@ func OpenCore(ctx context.Context, cfg Config, opt Options) (*Core, error) {
 		return nil, fmt.Errorf("REDIS_URL: %w", err)
 	}
 	rdb := redis.NewClient(ropt)
-	c := &Core{Config: cfg, Log: log, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets, sync: opt.Sync}
+	c := &Core{Config: cfg, Log: log, Logs: logs, Pool: pool, Redis: rdb, Models: models, Failures: outbox.FailureStore{Pool: pool}, Secrets: secrets, sync: opt.Sync}
 	c.Providers = modelprovider.New(pool, rdb, cfg.RedisPrefix, models, secrets, cfg.Outbound())
 	c.Telemetry, err = telemetry.Setup(ctx, telemetry.Config{Service: opt.Function, Endpoint: cfg.OTLPEndpoint, Headers: cfg.OTLPHeaders, FlushEvery: cfg.OTLPFlush})
 	if err != nil {

@@ -7,7 +7,7 @@
 // references it from its user message; images no message ever referenced
 // are deleted after a grace period by Sweep.
 //
-// Imported by: functions/intake, shared/bootstrap/identity. May import: shared/blob,
+// Imported by: functions/intake, shared/bootstrap/identity, shared/bootstrap/knowledge. May import: shared/blob,
 // shared/failure, shared/postgres, pgx and the standard library.
 package chatimage
 

@@ -57,17 +57,20 @@ type File struct {
 	CreatedBy        *string         `json:"created_by"`
 	CreatedAt        time.Time       `json:"created_at"`
 	UpdatedAt        time.Time       `json:"updated_at"`
+	// IngestBatch is the ingestion batch (task) the file was last sent
+	// through; nil: none.
+	IngestBatch *string `json:"-"`
 }
 
 const fileCols = `file_id, kb_id, parent_id, filename, original_filename, file_type, object_key, markdown_key, content_hash,
 	file_size, content_type, status, error_message, chunk_count, token_count, processing_params, is_folder, source,
-	source_uri, source_version, stage_started_at, stage_attempts, created_by, created_at, updated_at`
+	source_uri, source_version, stage_started_at, stage_attempts, created_by, created_at, updated_at, ingest_batch`
 
 func scanFile(row pgx.Row) (File, error) {
 	var f File
 	err := row.Scan(&f.FileID, &f.KBID, &f.ParentID, &f.Filename, &f.OriginalFilename, &f.FileType, &f.ObjectKey, &f.MarkdownKey,
 		&f.ContentHash, &f.FileSize, &f.ContentType, &f.Status, &f.ErrorMessage, &f.ChunkCount, &f.TokenCount, &f.ProcessingParams,
-		&f.IsFolder, &f.Source, &f.SourceURI, &f.SourceVersion, &f.StageStartedAt, &f.StageAttempts, &f.CreatedBy, &f.CreatedAt, &f.UpdatedAt)
+		&f.IsFolder, &f.Source, &f.SourceURI, &f.SourceVersion, &f.StageStartedAt, &f.StageAttempts, &f.CreatedBy, &f.CreatedAt, &f.UpdatedAt, &f.IngestBatch)
 	return f, err
 }
 
@@ -137,6 +140,9 @@ type NewFile struct {
 	Version     string
 	CreatedBy   string
 	Processing  Processing
+	// Batch is the ingestion batch (task id, GET /api/tasks/{task_id}) the
+	// file is registered in; empty: none (documents/add, bucket files).
+	Batch string
 }
 
 // AddFilesTx registers stored objects as files of kbID (status uploaded) and
@@ -167,11 +173,12 @@ func (s *Store) AddFilesTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbI
 		}
 		f, err := scanFile(tx.QueryRow(ctx, `INSERT INTO knowledge_files (file_id, kb_id, parent_id, filename, original_filename,
 			file_type, object_key, content_hash, file_size, content_type, status, processing_params, source, source_uri,
-			source_version, created_by)
-			VALUES ($1, $2, $3, lower($4), $4, $5, $6, NULLIF($7, ''), $8, NULLIF($9, ''), 'uploaded', $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14)
+			source_version, created_by, ingest_batch)
+			VALUES ($1, $2, $3, lower($4), $4, $5, $6, NULLIF($7, ''), $8, NULLIF($9, ''), 'uploaded', $10, $11, NULLIF($12, ''), NULLIF($13, ''), $14,
+			NULLIF($15, ''))
 			RETURNING `+fileCols,
 			newID("file_"), kbID, nf.ParentID, name, strings.TrimPrefix(strings.ToLower(path.Ext(name)), "."), nf.ObjectKey,
-			nf.ContentHash, nf.Size, nf.ContentType, proc, source, nf.SourceURI, nf.Version, nf.CreatedBy))
+			nf.ContentHash, nf.Size, nf.ContentType, proc, source, nf.SourceURI, nf.Version, nf.CreatedBy, nf.Batch))
 		if postgres.IsUniqueViolation(err, "knowledge_files_content") {
 			return nil, failure.Conflict("duplicate_content", "a file with the same content as %q is already in this knowledge base", name)
 		}
@@ -220,10 +227,12 @@ func (s *Store) ClaimIndex(ctx context.Context, fileID string, lease time.Durati
 }
 
 func (s *Store) claim(ctx context.Context, fileID, to string, from []string, lease time.Duration) (File, error) {
+	// A cancelled batch's file starts no new stage; a stage already running
+	// (and taken over after its lease) finishes.
 	f, err := scanFile(s.pool.QueryRow(ctx, `UPDATE knowledge_files SET status = $2, stage_started_at = clock_timestamp(),
 		stage_attempts = stage_attempts + 1, error_message = NULL, updated_at = clock_timestamp()
 		WHERE file_id = $1 AND NOT is_folder
-		  AND (status = ANY($3) OR (status = $2 AND stage_started_at < clock_timestamp() - $4::interval))
+		  AND ((status = ANY($3) AND ingest_cancelled_at IS NULL) OR (status = $2 AND stage_started_at < clock_timestamp() - $4::interval))
 		RETURNING `+fileCols, fileID, to, from, lease.String()))
 	if errors.Is(err, pgx.ErrNoRows) {
 		cur, err := s.LoadFile(ctx, fileID)
@@ -372,6 +381,7 @@ func (s *Store) ListFiles(ctx context.Context, kbID string, in ListInput) ([]Fil
 // Library.Restage is the use case in its own transaction.
 func (s *Store) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID string, fileIDs []string, to string, chunking json.RawMessage) ([]map[string]any, error) {
 	var out []map[string]any
+	batch := NewBatchID() // the restaged files are a new ingestion batch (task)
 	for _, id := range fileIDs {
 		f, err := scanFile(tx.QueryRow(ctx, `SELECT `+fileCols+` FROM knowledge_files WHERE file_id = $1 AND kb_id = $2 FOR UPDATE`, id, kbID))
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -396,7 +406,8 @@ func (s *Store) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID
 			}
 			pj, _ := json.Marshal(proc)
 			if _, err := tx.Exec(ctx, `UPDATE knowledge_files SET status = $2, processing_params = $3, error_message = NULL,
-				stage_started_at = NULL, stage_attempts = 0, updated_at = clock_timestamp() WHERE file_id = $1`, id, to, pj); err != nil {
+				stage_started_at = NULL, stage_attempts = 0, ingest_batch = $4, ingest_cancelled_at = NULL,
+				updated_at = clock_timestamp() WHERE file_id = $1`, id, to, pj, batch); err != nil {
 				return nil, err
 			}
 			var p outbox.Pending
@@ -408,7 +419,7 @@ func (s *Store) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID
 			if err := emit(p); err != nil {
 				return nil, err
 			}
-			item["status"] = to
+			item["status"], item["task_id"] = to, batch
 		}
 		out = append(out, item)
 	}

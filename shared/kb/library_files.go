@@ -212,6 +212,10 @@ func (l *Library) RegisterTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, s
 		return nil, err
 	}
 	nfs := make([]NewFile, 0, len(in.Items))
+	batch := ""
+	if in.Parse {
+		batch = NewBatchID()
+	}
 	for _, item := range in.Items {
 		if !IsUploadKey(kbID, item) {
 			return nil, failure.Unprocessable("invalid_items", "item %q is not a file uploaded to this knowledge base", item)
@@ -224,7 +228,7 @@ func (l *Library) RegisterTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, s
 			return nil, err
 		}
 		nfs = append(nfs, NewFile{Filename: UploadName(item), ObjectKey: item, ContentHash: in.ContentHashes[item], Size: info.Size,
-			ContentType: info.ContentType, ParentID: in.ParentID, CreatedBy: sub.UID, Processing: proc})
+			ContentType: info.ContentType, ParentID: in.ParentID, CreatedBy: sub.UID, Processing: proc, Batch: batch})
 	}
 	return l.store.AddFilesTx(ctx, tx, func(ps ...outbox.Pending) error {
 		if !in.Parse {

@@ -65,8 +65,8 @@ func (store *Store) RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, cf
 					AND updated_at < clock_timestamp() - $3::interval) OR
 				(status = 'indexing' AND stage_started_at < clock_timestamp() - $2::interval
 					AND updated_at < clock_timestamp() - $3::interval) OR
-				(status = 'uploaded' AND updated_at < clock_timestamp() - $3::interval) OR
-				(status = 'parsed' AND updated_at < clock_timestamp() - $3::interval
+				(status = 'uploaded' AND updated_at < clock_timestamp() - $3::interval AND ingest_cancelled_at IS NULL) OR
+				(status = 'parsed' AND updated_at < clock_timestamp() - $3::interval AND ingest_cancelled_at IS NULL
 					AND coalesce(processing_params->>'auto_index', 'true') = 'true'))
 			ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED`,
 			cfg.ParseLease.String(), cfg.IndexLease.String(), cfg.Grace.String(), cfg.Batch)

@@ -104,7 +104,7 @@ func (s *Service) Submit(ctx context.Context, sub Submission) (Intake, error) {
 		out, err = s.submitOnce(ctx, sub)
 		// A concurrent submit with the same request_id on another thread won
 		// the unique index: go round once more to answer as an idempotent replay.
-		if postgres.IsUniqueViolation(err, "agent_run_requests_request_id_key") {
+		if postgres.IsUniqueViolation(err, "agent_run_requests_uid_request_id_key") {
 			continue
 		}
 		break
@@ -132,8 +132,8 @@ type threadState struct {
 
 const threadStateSQL = `
 	SELECT
-		EXISTS (SELECT 1 FROM agent_run_requests WHERE request_id = $4),
-		EXISTS (SELECT 1 FROM agent_runs WHERE request_id = $4),
+		EXISTS (SELECT 1 FROM agent_run_requests WHERE uid = $1 AND request_id = $4),
+		EXISTS (SELECT 1 FROM agent_runs WHERE uid = $1 AND request_id = $4),
 		l.id, l.status, a.id, a.status, a.run_type,
 		(SELECT count(*) FROM agent_run_requests WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued'),
 		(SELECT count(*) FROM agent_run_requests WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued' AND queue_policy = 'steer')
@@ -391,7 +391,7 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 // replay answers a submission whose request_id was seen before: the same
 // scope gets the request's current state, another scope a conflict.
 func (s *Service) replay(ctx context.Context, sub Submission) (Intake, error) {
-	existing, err := s.requestByID(ctx, s.pool, sub.RequestID)
+	existing, err := s.requestByID(ctx, s.pool, sub.Subject.UID, sub.RequestID)
 	if err != nil {
 		return Intake{}, err
 	}
@@ -416,8 +416,10 @@ func messageType(sub Submission) string {
 	return "text"
 }
 
-func (s *Service) requestByID(ctx context.Context, db postgres.DB, requestID string) (Request, error) {
-	r, err := scanRequest(db.QueryRow(ctx, `SELECT `+requestCols+` FROM agent_run_requests WHERE request_id = $1`, requestID))
+// requestByID reads uid's request: request ids are per user (another
+// user's request of the same id is not there).
+func (s *Service) requestByID(ctx context.Context, db postgres.DB, uid, requestID string) (Request, error) {
+	r, err := scanRequest(db.QueryRow(ctx, `SELECT `+requestCols+` FROM agent_run_requests WHERE uid = $1 AND request_id = $2`, uid, requestID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Request{}, ErrRequestNotFound
 	}

@@ -18,7 +18,7 @@ import (
 
 // GetRequest returns uid's request with its queue position and content.
 func (s *Service) GetRequest(ctx context.Context, uid, requestID string) (Request, error) {
-	r, err := s.requestByID(ctx, s.pool, requestID)
+	r, err := s.requestByID(ctx, s.pool, uid, requestID)
 	if err != nil {
 		return Request{}, err
 	}
@@ -145,7 +145,7 @@ func (s *Service) Continue(ctx context.Context, uid, agentSlug, threadID string)
 // CancelRequest cancels uid's queued request. A dispatched request answers
 // 409 request_already_dispatched with its run id.
 func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Request, error) {
-	r, err := s.requestByID(ctx, s.pool, requestID)
+	r, err := s.requestByID(ctx, s.pool, uid, requestID)
 	if err != nil {
 		return Request{}, err
 	}
@@ -201,7 +201,7 @@ func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Req
 // Steer promotes uid's queued enqueue request to steer: it goes first and
 // ends the active run at its next model boundary.
 func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, error) {
-	r, err := s.requestByID(ctx, s.pool, requestID)
+	r, err := s.requestByID(ctx, s.pool, uid, requestID)
 	if err != nil {
 		return Request{}, err
 	}
@@ -344,7 +344,7 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 		if parent.ThreadID != in.ThreadID || parent.AgentSlug != in.AgentSlug {
 			return failure.Conflict("resume_scope_mismatch", "created_by_run_id belongs to another thread or agent")
 		}
-		r, err := s.runs.ByRequestTx(ctx, tx, in.RequestID)
+		r, err := s.runs.ByRequestTx(ctx, tx, in.Subject.UID, in.RequestID)
 		if err == nil {
 			if r.CreatedByRunID == nil || *r.CreatedByRunID != parent.ID {
 				return ErrRequestIDConflict

@@ -340,3 +340,41 @@ func TestBadSubmissionsWriteNothing(t *testing.T) {
 		t.Errorf("bad submissions left %d rows", n)
 	}
 }
+
+// A request_id is the user's own idempotency key (issue 9): another user
+// sending the same key gets a request of their own — not 409
+// request_id_conflict, which told them the key was taken by someone — and
+// each reads only their own request under it.
+func TestRequestIDIsPerUser(t *testing.T) {
+	t.Parallel()
+	f := runtest.New(t)
+	alice, bob := f.User("alice"), f.User("bob")
+	tha, thb := f.Thread("alice"), f.Thread("bob")
+	a, err := f.Queue.Submit(context.Background(), queue.Submission{Subject: alice, Query: "alice's", AgentSlug: "default-chatbot",
+		ThreadID: tha, RequestID: "req-shared-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := f.Queue.Submit(context.Background(), queue.Submission{Subject: bob, Query: "bob's", AgentSlug: "default-chatbot",
+		ThreadID: thb, RequestID: "req-shared-1"})
+	if err != nil {
+		t.Fatalf("bob's request with a key alice used: %v", err)
+	}
+	if b.RequestID != "req-shared-1" || b.RunID == nil || *b.RunID == *a.RunID || b.MessageID == a.MessageID || b.ThreadID != thb {
+		t.Fatalf("bob got %s, alice %s", runtest.Str(b), runtest.Str(a))
+	}
+	ra, err := f.Queue.GetRequest(context.Background(), "alice", "req-shared-1")
+	if err != nil || ra.ThreadID != tha {
+		t.Fatalf("alice reads %+v, %v", ra, err)
+	}
+	rb, err := f.Queue.GetRequest(context.Background(), "bob", "req-shared-1")
+	if err != nil || rb.ThreadID != thb {
+		t.Fatalf("bob reads %+v, %v", rb, err)
+	}
+	// Each user's replay is still idempotent.
+	again, err := f.Queue.Submit(context.Background(), queue.Submission{Subject: bob, Query: "bob's", AgentSlug: "default-chatbot",
+		ThreadID: thb, RequestID: "req-shared-1"})
+	if err != nil || *again.RunID != *b.RunID {
+		t.Fatalf("bob's replay: %s, %v", runtest.Str(again), err)
+	}
+}

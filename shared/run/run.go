@@ -188,10 +188,10 @@ func (s *Store) GetTx(ctx context.Context, tx postgres.DB, id string) (Run, erro
 	return r, nil
 }
 
-// ByRequestTx reads the run of a request id through tx; ErrNotFound when
-// none exists.
-func (s *Store) ByRequestTx(ctx context.Context, tx postgres.DB, requestID string) (Run, error) {
-	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE request_id = $1`, requestID))
+// ByRequestTx reads uid's run of a request id through tx (request ids are
+// per user); ErrNotFound when none exists.
+func (s *Store) ByRequestTx(ctx context.Context, tx postgres.DB, uid, requestID string) (Run, error) {
+	r, err := scanRun(tx.QueryRow(ctx, `SELECT `+runCols+` FROM agent_runs WHERE uid = $1 AND request_id = $2`, uid, requestID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Run{}, ErrNotFound
 	}

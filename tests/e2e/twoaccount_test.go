@@ -97,6 +97,8 @@ var checkParam = map[intake.Check]string{
 	intake.ReadDataset: "dataset_id", intake.ManageDataset: "dataset_id",
 	intake.ReadSchedule: "schedule_id", intake.ManageSchedule: "schedule_id",
 	intake.OwnMessage: "message_id",
+	// admin: tasks are checked against their knowledge base.
+	intake.ReadTask: "task_id", intake.ManageTask: "task_id",
 }
 
 // listQuery completes list routes without a check that need a query to
@@ -261,6 +263,11 @@ func TestTwoAccountSuite(t *testing.T) {
 	scheduleID := kbOwner.Data("POST", "/api/evaluation/schedules", map[string]any{"kb_id": kbID, "cron": "0 3 * * *",
 		"dataset_id": datasetID}).(map[string]any)["schedule_id"].(string)
 	testkit.WaitKnowledgeSettled(t, pool, bucketSettle)
+	// admin: the ingestion batch of A's documents is a task (GET /api/tasks/{task_id}).
+	var taskID string
+	if err := pool.QueryRow(ctx, `SELECT ingest_batch FROM knowledge_files WHERE file_id = $1`, docID).Scan(&taskID); err != nil || taskID == "" {
+		t.Fatalf("the owner's ingestion batch: %q %v", taskID, err)
+	}
 
 	// B's own KB, for calls that pair it with A's document, folder, source
 	// or image ids.
@@ -272,6 +279,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	secrets = append(secrets, "alice-notes", "alice-brief", "alice-plan", "alice's workspace plan", aliceFileID)
 	secrets = append(secrets, "alice's feedback")
+	secrets = append(secrets, taskID) // admin
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -283,11 +291,12 @@ func TestTwoAccountSuite(t *testing.T) {
 		"options": map[string]any{"search_mode": "keyword"}, "patterns": []string{"pangolin"}, "final_top_k": 1,
 		"provider": "s3", "bucket": "owner-bucket", "prefix": "docs/", "params": map[string]any{},
 	}
-	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode}
+	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode,
+		"thread_id": threadID} // admin: the superadmin's dashboard reads any conversation
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID,
 		"path": "uploads/alice-brief.txt", "file_id": aliceFileID, "message_id": messageID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
-		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID}
+		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID, "task_id": taskID}
 	chat := func(reader *testkit.Client) fixture {
 		return fixture{ids: chatIDs, status: []int{403, 404}, codeOK: refusalCode, callers: attackers, reader: reader}
 	}
@@ -315,6 +324,9 @@ func TestTwoAccountSuite(t *testing.T) {
 		intake.ReadSchedule:   knowledge(kbReader),
 		intake.ManageSchedule: knowledge(kbReader),
 		intake.ReadKBQuery:    graphQuery(knowledge(kbReader), kbID),
+		// admin: tasks, seen by who reads their KB, managed by who manages it.
+		intake.ReadTask:   knowledge(kbReader),
+		intake.ManageTask: knowledge(kbReader),
 		intake.NotifyToken: {status: []int{401}, codeOK: func(code string) bool { return code == "invalid_notify_token" },
 			callers: []caller{{"anonymous", bob.As(""), false}, {"a user's bearer token", bob, false}},
 			call: map[string][]func(c *testkit.Client) testkit.Response{"POST /api/knowledge/notifications": {
@@ -582,13 +594,15 @@ func TestTwoAccountSuite(t *testing.T) {
 		if f.reader != nil && len(f.call[rt.Pattern()]) == 0 {
 			path, _ := fill(rt.Path, f.ids)
 			switch {
-			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset || rt.Check == intake.ManageSchedule:
+			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset || rt.Check == intake.ManageSchedule ||
+				rt.Check == intake.ManageTask:
 				r := f.reader.Do(rt.Method, path, hostile)
 				calls++
 				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_manage_forbidden") {
 					t.Errorf("reader: %s %s: %d %s, want 403 *_manage_forbidden", rt.Method, path, r.Status, r.Body)
 				}
-			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB || rt.Check == intake.ReadDataset || rt.Check == intake.ReadSchedule):
+			case rt.Method == "GET" && !strings.HasSuffix(rt.Path, "/events") && (rt.Access == intake.User || rt.Check == intake.ReadKB || rt.Check == intake.ReadDataset || rt.Check == intake.ReadSchedule ||
+				rt.Check == intake.ReadTask):
 				path += readerQuery[rt.Pattern()]
 				if r := f.reader.Do(rt.Method, path, nil); r.Status != http.StatusOK {
 					t.Errorf("reader: %s %s: %d %s, want 200 (the route declares only a read check)", rt.Method, path, r.Status, r.Body)
@@ -673,7 +687,8 @@ func TestTwoAccountSuite(t *testing.T) {
 	// by identityStored above and below).
 	for _, rt := range routes {
 		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice, intake.OwnMessage: alice,
-			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner}[rt.Check]
+			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner,
+			intake.ReadTask: kbOwner}[rt.Check] // admin: ReadTask
 		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
 			continue
 		}

@@ -12,11 +12,13 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
+	"github.com/yuxi-serverless/yuxi/shared/dashboard"
 	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/logring"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
@@ -27,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
+	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -100,8 +103,12 @@ type Deps struct {
 	Ready map[string]func(context.Context) error
 	// Info is /api/system/info (nil: the default branding).
 	Info map[string]any
-	// OCREngine names the configured OCR engine (empty: none).
-	OCREngine string
+	// OCREngine names the configured OCR engine (empty: none), OCRBaseURL
+	// its address (GET /api/system/ocr/health probes it).
+	OCREngine  string
+	OCRBaseURL string
+	// Logs are this process's last log lines (GET /api/system/logs; nil: empty).
+	Logs *logring.Ring
 	// Sandbox is the sandbox provisioner's client: the viewer, workspace,
 	// artifact and attachment routes read and write files through its file
 	// API (nil: those routes answer 503 sandbox_unavailable).
@@ -110,6 +117,11 @@ type Deps struct {
 	Models invoke.Models
 	// ChatImages stores images uploaded for chat messages (nil: 503).
 	ChatImages *chatimage.Store
+	// Tasks is the task centre over the KB's tables (nil: /api/tasks
+	// answers 503); its KBs is set here.
+	Tasks *task.Store
+	// Dashboard is the superadmin dashboard (nil: /api/dashboard answers 503).
+	Dashboard *dashboard.Store
 }
 
 // MarkdownParser parses a document to Markdown.

@@ -118,6 +118,10 @@ func (s *Server) Routes() []Route {
 		{"DELETE", "/api/system/model-providers/{provider_id}", Admin, NoCheck, s.deleteProvider},
 		{"GET", "/api/system/model-providers/{provider_id}/remote-models", Admin, NoCheck, s.remoteModels},
 		{"GET", "/api/system/ocr/options", User, NoCheck, s.ocrOptions},
+		{"GET", "/api/system/ocr/health", User, NoCheck, s.ocrHealth},
+		// Process logs name every tenant's threads, KBs and errors: the
+		// superadmin's (the original let any admin read them).
+		{"GET", "/api/system/logs", SuperAdmin, Superadmin, s.systemLogs},
 
 		// Auth and users (routes_auth.go).
 		{"GET", "/api/auth/check-first-run", Public, NoCheck, s.checkFirstRun},
@@ -232,9 +236,12 @@ func (s *Server) Routes() []Route {
 	}
 	// Files on the sandbox provisioner's volume (routes_files.go).
 	rs = append(rs, s.fileRoutes()...)
+	// The superadmin dashboard (routes_dashboard.go).
+	rs = append(rs, s.dashboardRoutes()...)
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
+		rs = append(rs, s.taskRoutes()...)
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)

@@ -19,7 +19,7 @@ func (s *Server) createCLISession(w http.ResponseWriter, r *http.Request, _ auth
 			return err
 		}
 	}
-	out, err := s.d.Auth.CreateCLISession(r.Context(), in.KeyName)
+	out, err := s.d.Auth.CreateCLISessionFrom(r.Context(), in.KeyName, s.d.ClientAddr.Addr(r))
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,12 @@ func (s *Server) registerDocuments(w http.ResponseWriter, r *http.Request, p aut
 			"items": items, "failed_items": []any{}, "added": len(items), "failed": 0})
 		return nil
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "message": "files added; follow their status", "items": items})
+	task := ""
+	if len(files) > 0 && files[0].IngestBatch != nil {
+		task = *files[0].IngestBatch
+	}
+	// As the original: the batch is a task (GET /api/tasks/{task_id}).
+	writeJSON(w, http.StatusOK, map[string]any{"status": "queued", "message": "任务已提交，请在任务中心查看进度", "task_id": task, "items": items})
 	return nil
 }
 

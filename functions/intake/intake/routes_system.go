@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
 )
@@ -166,5 +168,41 @@ func (s *Server) ocrOptions(w http.ResponseWriter, r *http.Request, _ auth.Princ
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"methods": methods, "default": def})
+	return nil
+}
+
+// ocrHealth checks every OCR method with this deployment's configuration
+// (the original's check_all_ocr_health): the configured engine is probed.
+func (s *Server) ocrHealth(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	writeJSON(w, http.StatusOK, map[string]any{"health": docparse.OCRHealth(r.Context(), nil, s.d.OCREngine, s.d.OCRBaseURL)})
+	return nil
+}
+
+// systemLogs answers this process's last log lines (at most 1000; ?levels=
+// INFO,ERROR filters), as the original's /api/system/logs read the API
+// process's log file. A function instance has no shared log file: each
+// intake instance answers with its own lines, kept in memory.
+func (s *Server) systemLogs(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
+	var levels map[string]bool
+	if v := r.URL.Query().Get("levels"); v != "" {
+		levels = map[string]bool{}
+		for _, l := range strings.Split(v, ",") {
+			if l = strings.ToUpper(strings.TrimSpace(l)); l != "" {
+				if l == "WARNING" {
+					l = "WARN" // the original's name for slog's WARN
+				}
+				levels[l] = true
+			}
+		}
+	}
+	var lines []string
+	if s.d.Logs != nil {
+		lines = s.d.Logs.Lines(levels)
+	}
+	log := strings.Join(lines, "\n")
+	if log != "" {
+		log += "\n"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"log": log, "message": "success", "log_file": "memory", "scope": "api"})
 	return nil
 }

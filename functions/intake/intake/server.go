@@ -18,6 +18,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/userfiles"
 )
 
@@ -35,6 +36,8 @@ type Server struct {
 	inv *invoke.Service
 	// files runs the file routes' use cases (viewer, workspace, artifacts, attachments).
 	files *userfiles.Service
+	// tasks is the task centre (nil: /api/tasks answers 503).
+	tasks *task.Store
 }
 
 // New returns the API server. Every dependency is built by main and passed in.
@@ -65,6 +68,9 @@ func New(d Deps) *Server {
 			b := *d.GraphBuild
 			b.KBs = kbAccess{lib: s.kb, store: d.KBs}
 			s.graphBuild = &b
+		}
+		if d.Tasks != nil {
+			s.tasks = d.Tasks.With(d.KBs)
 		}
 	}
 	return s

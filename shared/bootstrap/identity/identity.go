@@ -8,7 +8,7 @@
 // Imported by: the intake main, infra/local.
 // May import: shared/bootstrap, shared/bootstrap/chat, shared/auth, shared/blob,
 // shared/contentguard, shared/oidc, shared/sysconfig, shared/usersettings,
-// shared/chatimage.
+// shared/chatimage, shared/task, shared/dashboard.
 package identity
 
 import (
@@ -20,8 +20,10 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
+	"github.com/yuxi-serverless/yuxi/shared/dashboard"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
+	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
 )
 
@@ -38,6 +40,10 @@ type Kit struct {
 	ChatImages *chatimage.Store
 	// Ready are the dependencies /api/system/ready checks: Postgres and Redis.
 	Ready map[string]func(context.Context) error
+	// Tasks is the task centre (/api/tasks).
+	Tasks *task.Store
+	// Dashboard is the superadmin dashboard (/api/dashboard).
+	Dashboard *dashboard.Store
 }
 
 // Open builds the kit; objects stores uploaded images (nil: uploads answer 503).
@@ -56,6 +62,8 @@ func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, e
 		SysConfig:  sys,
 		Guard:      contentguard.New(sys).WithModeration(contentguard.LLMModerator{Models: core.Models}),
 		ChatImages: chatimage.New(core.Pool, objects),
+		Tasks:      task.New(core.Pool),
+		Dashboard:  dashboard.New(core.Pool),
 		Ready: map[string]func(context.Context) error{
 			"postgres": core.Pool.Ping,
 			"redis":    func(ctx context.Context) error { return core.Redis.Ping(ctx).Err() },

@@ -26,6 +26,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -53,8 +54,9 @@ type Engines struct {
 	// before Tools when a provisioner is configured.
 	Outputs kbtool.Outputs
 
-	core        *bootstrap.Core
-	tempSweptAt atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
+	core          *bootstrap.Core
+	tempSweptAt   atomic.Int64 // unix nanos of the last temp-object sweep (FileSweeper)
+	uploadSweptAt atomic.Int64 // unix nanos of the last sweep of unregistered uploads and unsent chat images
 }
 
 // Open builds the engines on core's pool and model providers (embedding and
@@ -250,7 +252,9 @@ func (e *Engines) Evaluation() *evaluation.Service {
 }
 
 // FileSweeper is the knowledge part of the dispatcher's sweep: it recovers
-// stalled ingestion, applies owed vector deletions and purges deleted KBs.
+// stalled ingestion, applies owed vector deletions, purges deleted KBs and
+// removes uploads older than YUXI_UPLOAD_GRACE that were never registered
+// in a KB or sent in a chat message.
 func (e *Engines) FileSweeper() FileSweeper { return FileSweeper{e: e} }
 
 // FileSweeper implements dispatcher.Files.
@@ -272,7 +276,32 @@ func (f FileSweeper) Sweep(ctx context.Context) error {
 	if n > 0 {
 		c.Log.Info("sweep purged deleted knowledge bases", "count", n)
 	}
-	return errors.Join(err, perr, f.removeTemp(ctx))
+	return errors.Join(err, perr, f.removeTemp(ctx), f.removeUnused(ctx))
+}
+
+// removeUnused deletes KB uploads never registered (kb.Store.SweepUploads)
+// and chat images never sent (chatimage.Store.Sweep) once they are older
+// than YUXI_UPLOAD_GRACE, at most once per YUXI_FILE_GRACE since it lists
+// the upload prefixes.
+func (f FileSweeper) removeUnused(ctx context.Context) error {
+	c, e := f.e.core, f.e
+	now := time.Now()
+	last := e.uploadSweptAt.Load()
+	if last != 0 && now.Sub(time.Unix(0, last)) < c.Config.FileGrace {
+		return nil
+	}
+	if !e.uploadSweptAt.CompareAndSwap(last, now.UnixNano()) {
+		return nil
+	}
+	n, err := e.KBs.SweepUploads(ctx, e.Blob, c.Config.UploadGrace, now)
+	if n > 0 {
+		c.Log.Info("sweep removed uploads never added to a knowledge base", "count", n)
+	}
+	m, ierr := chatimage.New(c.Pool, e.Blob).Sweep(ctx, c.Config.UploadGrace, now)
+	if m > 0 {
+		c.Log.Info("sweep removed chat images never sent", "count", m)
+	}
+	return errors.Join(err, ierr)
 }
 
 // tempRemover is an object store that can leave temp objects behind when its

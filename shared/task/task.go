@@ -1,0 +1,473 @@
+// Package task is the task centre (/api/tasks): the background work the
+// platform runs, as the original's Tasker showed it — ingestion batches,
+// evaluation runs, generated evaluation datasets — read from the tables
+// their owning packages already keep. It is a read model, not a second
+// writer: knowledge_files (shared/kb) and evaluation_runs /
+// evaluation_datasets (shared/evaluation) are only read here; cancelling
+// asks the owner (kb.Store.CancelBatch). It owns task_dismissals: DELETE of
+// a finished task records that the task is no longer listed.
+//
+// A task is visible to whoever may read its knowledge base (the routes are
+// admin-only, as the original's): an admin of another department sees none
+// of it. Cancel and delete need manage rights on it.
+//
+// Owns the table task_dismissals; reads knowledge_files, knowledge_bases
+// (through KBs), evaluation_runs, evaluation_datasets.
+// Imported by: functions/intake, shared/bootstrap/identity, tests.
+// May import: shared/access, shared/failure, shared/kb, pgx.
+package task
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+)
+
+// Task types (the original's names where it had one).
+const (
+	TypeIngest     = "knowledge_ingest"
+	TypeEvaluation = "rag_evaluation"
+	TypeGeneration = "dataset_generation"
+)
+
+// Statuses, as the original's Tasker.
+const (
+	Pending   = "pending"
+	Running   = "running"
+	Success   = "success"
+	Failed    = "failed"
+	Cancelled = "cancelled"
+)
+
+var statuses = []string{Pending, Running, Success, Failed, Cancelled}
+
+// Terminal reports whether a task in status s is finished.
+func Terminal(s string) bool { return s == Success || s == Failed || s == Cancelled }
+
+// Task is one task as the original answers it (payload and result only in
+// the single-task answer).
+type Task struct {
+	ID              string     `json:"id"`
+	Name            string     `json:"name"`
+	Type            string     `json:"type"`
+	Status          string     `json:"status"`
+	Progress        float64    `json:"progress"`
+	Message         string     `json:"message"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	CompletedAt     *time.Time `json:"completed_at"`
+	Payload         any        `json:"payload,omitempty"`
+	Result          any        `json:"result,omitempty"`
+	Error           *string    `json:"error"`
+	CancelRequested bool       `json:"cancel_requested"`
+	KBID            string     `json:"kb_id"`
+	CreatedBy       string     `json:"created_by"`
+}
+
+// Summary is the list's summary block.
+type Summary struct {
+	Total         int            `json:"total"`
+	FilteredTotal int            `json:"filtered_total"`
+	StatusCounts  map[string]int `json:"status_counts"`
+	TypeCounts    map[string]int `json:"type_counts"`
+}
+
+// List is GET /api/tasks.
+type List struct {
+	Tasks   []Task  `json:"tasks"`
+	Summary Summary `json:"summary"`
+}
+
+// KBs are the knowledge bases a subject may see, and the owner of ingestion
+// batches (kb.Store).
+type KBs interface {
+	List(ctx context.Context, sub access.Subject) ([]kb.KB, error)
+	CancelBatch(ctx context.Context, kbID, batch string) (int, error)
+}
+
+// Store answers the task routes.
+type Store struct {
+	pool *pgxpool.Pool
+	kbs  KBs
+}
+
+// New returns the task centre over pool; With gives it the KBs.
+func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+
+// With returns a copy of s that asks kbs for visibility and cancels.
+func (s *Store) With(kbs KBs) *Store {
+	c := *s
+	c.kbs = kbs
+	return &c
+}
+
+// window bounds how many recent tasks of each kind a list reads (and its
+// summary counts): the original kept at most 200 finished tasks.
+const window = 500
+
+// ErrNotFound is 404 task_not_found: no such task, or not visible to the caller.
+var ErrNotFound = failure.NotFound("task_not_found", "Task not found")
+
+// levels maps the KBs sub may read to sub's level on each.
+func (s *Store) levels(ctx context.Context, sub access.Subject) (map[string]access.Level, []string, error) {
+	list, err := s.kbs.List(ctx, sub)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]access.Level, len(list))
+	ids := make([]string, 0, len(list))
+	for _, k := range list {
+		l := access.Read
+		if k.Permission == access.Manage.String() {
+			l = access.Manage
+		}
+		out[k.KBID] = l
+		ids = append(ids, k.KBID)
+	}
+	return out, ids, nil
+}
+
+// ListTasks is GET /api/tasks?status=&limit= (limit 1..100, default 100).
+func (s *Store) ListTasks(ctx context.Context, sub access.Subject, status string, limit int) (List, error) {
+	if status != "" && !contains(statuses, status) {
+		return List{}, failure.Unprocessable("invalid_status", "status must be one of %s", strings.Join(statuses, ", "))
+	}
+	if limit < 1 || limit > 100 {
+		return List{}, failure.Unprocessable("invalid_limit", "limit must be between 1 and 100")
+	}
+	_, ids, err := s.levels(ctx, sub)
+	if err != nil {
+		return List{}, err
+	}
+	all, err := s.load(ctx, ids, "")
+	if err != nil {
+		return List{}, err
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
+			return all[i].CreatedAt.After(all[j].CreatedAt)
+		}
+		return all[i].ID > all[j].ID
+	})
+	out := List{Tasks: []Task{}, Summary: Summary{Total: len(all), StatusCounts: map[string]int{}, TypeCounts: map[string]int{}}}
+	for _, t := range all {
+		out.Summary.StatusCounts[t.Status]++
+		out.Summary.TypeCounts[t.Type]++
+		if status != "" && t.Status != status {
+			continue
+		}
+		out.Summary.FilteredTotal++
+		if len(out.Tasks) < limit {
+			t.Payload, t.Result = nil, nil
+			out.Tasks = append(out.Tasks, t)
+		}
+	}
+	return out, nil
+}
+
+// Get is GET /api/tasks/{task_id}: the task with its payload and result.
+func (s *Store) Get(ctx context.Context, sub access.Subject, id string) (Task, error) {
+	t, _, err := s.get(ctx, sub, id)
+	return t, err
+}
+
+func (s *Store) get(ctx context.Context, sub access.Subject, id string) (Task, access.Level, error) {
+	lv, ids, err := s.levels(ctx, sub)
+	if err != nil {
+		return Task{}, access.None, err
+	}
+	list, err := s.load(ctx, ids, id)
+	if err != nil {
+		return Task{}, access.None, err
+	}
+	if len(list) == 0 {
+		return Task{}, access.None, ErrNotFound
+	}
+	t := list[0]
+	return t, lv[t.KBID], nil
+}
+
+// Cancel is POST /api/tasks/{task_id}/cancel: it asks the task's owner to
+// stop. An ingestion batch's files that have not started their next stage
+// start none (they keep their status: uploaded, or parsed); running stages
+// finish. Evaluation runs and dataset generations are not cancellable
+// (400 task_not_cancellable), nor are finished tasks.
+func (s *Store) Cancel(ctx context.Context, sub access.Subject, id string) error {
+	t, lv, err := s.get(ctx, sub, id)
+	if err != nil {
+		return err
+	}
+	if lv < access.Manage {
+		return failure.Forbidden("task_manage_forbidden", "you may not manage this task")
+	}
+	if t.Type != TypeIngest || Terminal(t.Status) || t.CancelRequested {
+		return failure.Invalid("task_not_cancellable", "Task cannot be cancelled")
+	}
+	n, err := s.kbs.CancelBatch(ctx, t.KBID, t.ID)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return failure.Invalid("task_not_cancellable", "Task cannot be cancelled")
+	}
+	return nil
+}
+
+// Delete is DELETE /api/tasks/{task_id}: a finished task's record leaves
+// the list (409 task_not_finished while it runs). The work it did — files,
+// runs, datasets — stays with its owner.
+func (s *Store) Delete(ctx context.Context, sub access.Subject, id string) error {
+	t, lv, err := s.get(ctx, sub, id)
+	if err != nil {
+		return err
+	}
+	if lv < access.Manage {
+		return failure.Forbidden("task_manage_forbidden", "you may not manage this task")
+	}
+	if !Terminal(t.Status) {
+		return failure.Conflict("task_not_finished", "only a finished task can be deleted; cancel it first")
+	}
+	_, err = s.pool.Exec(ctx, `INSERT INTO task_dismissals (task_id, dismissed_by) VALUES ($1, $2) ON CONFLICT (task_id) DO NOTHING`, id, sub.UID)
+	return err
+}
+
+// load reads the tasks of kbIDs (only task id when one is given), not dismissed.
+func (s *Store) load(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
+	if len(kbIDs) == 0 {
+		return nil, nil
+	}
+	var out []Task
+	names, err := s.kbNames(ctx, kbIDs)
+	if err != nil {
+		return nil, err
+	}
+	if id == "" || kb.IsBatchID(id) {
+		ts, err := s.batches(ctx, kbIDs, id, names)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	if id == "" || strings.HasPrefix(id, "run_") {
+		ts, err := s.evalRuns(ctx, kbIDs, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	if id == "" || strings.HasPrefix(id, "task_") {
+		ts, err := s.generations(ctx, kbIDs, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	return out, nil
+}
+
+func (s *Store) kbNames(ctx context.Context, kbIDs []string) (map[string]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT kb_id, name FROM knowledge_bases WHERE kb_id = ANY($1)`, kbIDs)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for rows.Next() {
+		var id, name string
+		if err := rows.Scan(&id, &name); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out[id] = name
+	}
+	return out, rows.Err()
+}
+
+// batches reads ingestion batches from their files' statuses.
+func (s *Store) batches(ctx context.Context, kbIDs []string, id string, names map[string]string) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, `SELECT f.ingest_batch, f.kb_id, count(*),
+		count(*) FILTER (WHERE f.status IN ('indexed', 'error_parsing', 'error_indexing')
+			OR (f.status = 'parsed' AND coalesce(f.processing_params->>'auto_index', 'true') <> 'true')),
+		count(*) FILTER (WHERE f.status IN ('error_parsing', 'error_indexing')),
+		count(*) FILTER (WHERE f.status IN ('parsing', 'indexing')),
+		count(*) FILTER (WHERE f.status = 'uploaded'),
+		bool_or(f.ingest_cancelled_at IS NOT NULL),
+		min(f.created_at), max(f.updated_at), min(f.stage_started_at), coalesce(min(f.created_by), ''),
+		json_agg(json_build_object('file_id', f.file_id, 'filename', f.filename, 'status', f.status, 'error', f.error_message) ORDER BY f.filename)
+		FROM knowledge_files f
+		WHERE f.kb_id = ANY($1) AND f.ingest_batch IS NOT NULL AND NOT f.is_folder AND ($2 = '' OR f.ingest_batch = $2)
+		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = f.ingest_batch)
+		GROUP BY f.ingest_batch, f.kb_id ORDER BY min(f.created_at) DESC LIMIT $3`, kbIDs, id, window)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var total, done, failedN, running, uploaded int
+		var cancelled bool
+		var started *time.Time
+		var items json.RawMessage
+		if err := rows.Scan(&t.ID, &t.KBID, &total, &done, &failedN, &running, &uploaded, &cancelled, &t.CreatedAt, &t.UpdatedAt,
+			&started, &t.CreatedBy, &items); err != nil {
+			return nil, err
+		}
+		t.Type, t.Name = TypeIngest, fmt.Sprintf("知识库文档处理 %s（%d 个文件）", names[t.KBID], total)
+		t.Progress = float64(done) * 100 / float64(total)
+		t.CancelRequested = cancelled
+		switch {
+		case cancelled && running == 0:
+			t.Status, t.Message = Cancelled, "任务已取消"
+		case cancelled:
+			t.Status, t.Message = Running, "取消中：正在进行的阶段完成后停止"
+		case done == total && failedN > 0:
+			t.Status, t.Message = Failed, fmt.Sprintf("文件处理完成，失败 %d 个", failedN)
+			msg := t.Message
+			t.Error = &msg
+		case done == total:
+			t.Status, t.Message = Success, "任务已完成"
+		case uploaded == total:
+			t.Status, t.Message = Pending, "等待处理"
+		default:
+			t.Status, t.Message = Running, fmt.Sprintf("已完成 %d/%d", done, total)
+		}
+		if t.Status != Pending {
+			st := t.CreatedAt
+			if started != nil && started.Before(st) {
+				st = *started
+			}
+			t.StartedAt = &st
+		}
+		if Terminal(t.Status) {
+			c := t.UpdatedAt
+			t.CompletedAt = &c
+		}
+		t.Payload = map[string]any{"kb_id": t.KBID}
+		t.Result = map[string]any{"total": total, "completed": done, "failed": failedN, "items": items}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// evalRuns reads evaluation runs (status running | completed | failed).
+func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.kb_id, r.name, r.dataset_id, r.status, r.total_items, r.completed_items,
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by
+		FROM evaluation_runs r
+		WHERE r.kb_id = ANY($1) AND ($2 = '' OR r.run_id = $2)
+		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
+		ORDER BY r.started_at DESC LIMIT $3`, kbIDs, id, window)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var name, dataset, status string
+		var total, completed int
+		var score *float64
+		var metrics json.RawMessage
+		var started time.Time
+		if err := rows.Scan(&t.ID, &t.KBID, &name, &dataset, &status, &total, &completed, &score, &metrics, &started,
+			&t.CompletedAt, &t.CreatedBy); err != nil {
+			return nil, err
+		}
+		t.Type, t.Name = TypeEvaluation, "RAG评估 "+name
+		t.CreatedAt, t.StartedAt, t.UpdatedAt = started, &started, started
+		if t.CompletedAt != nil {
+			t.UpdatedAt = *t.CompletedAt
+		}
+		if total > 0 {
+			t.Progress = float64(completed) * 100 / float64(total)
+		}
+		switch status {
+		case "completed":
+			t.Status, t.Message, t.Progress = Success, "任务已完成", 100
+		case "failed":
+			t.Status, t.Message = Failed, "任务执行失败"
+			msg := "evaluation failed"
+			var m map[string]any
+			if json.Unmarshal(metrics, &m) == nil {
+				if e, ok := m["error"].(string); ok && e != "" {
+					msg = e
+				}
+			}
+			t.Error = &msg
+		default:
+			t.Status, t.Message = Running, fmt.Sprintf("已评估 %d/%d", completed, total)
+		}
+		t.Payload = map[string]any{"kb_id": t.KBID, "dataset_id": dataset, "run_id": t.ID}
+		t.Result = map[string]any{"overall_score": score, "metrics": metrics}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// generations reads generated datasets' builds (build_metadata.status
+// pending | running | completed | failed; task_id names the attempt).
+func (s *Store) generations(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, `SELECT x.build_metadata->>'task_id', x.kb_id, x.dataset_id, x.name,
+		coalesce(x.build_metadata->>'status', 'pending'), coalesce((x.build_metadata->>'progress')::float8, 0),
+		coalesce(x.build_metadata->>'message', ''), x.created_at, x.updated_at, x.created_by
+		FROM evaluation_datasets x
+		WHERE x.kb_id = ANY($1) AND x.build_metadata->>'source' = 'generated' AND x.build_metadata ? 'task_id'
+		  AND ($2 = '' OR x.build_metadata->>'task_id' = $2)
+		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = x.build_metadata->>'task_id')
+		ORDER BY x.created_at DESC LIMIT $3`, kbIDs, id, window)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var dataset, name, status string
+		if err := rows.Scan(&t.ID, &t.KBID, &dataset, &name, &status, &t.Progress, &t.Message, &t.CreatedAt, &t.UpdatedAt, &t.CreatedBy); err != nil {
+			return nil, err
+		}
+		t.Type, t.Name = TypeGeneration, "生成评估数据集 "+name
+		switch status {
+		case "completed":
+			t.Status, t.Progress = Success, 100
+		case "failed":
+			t.Status = Failed
+			msg := t.Message
+			t.Error = &msg
+		case "running":
+			t.Status = Running
+		default:
+			t.Status = Pending
+		}
+		if t.Status != Pending {
+			st := t.CreatedAt
+			t.StartedAt = &st
+		}
+		if Terminal(t.Status) {
+			c := t.UpdatedAt
+			t.CompletedAt = &c
+		}
+		t.Payload = map[string]any{"kb_id": t.KBID, "dataset_id": dataset}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
