@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if o.sandbox != nil {
 		skillFiles = skills.Materializer(o.sandbox)
 	}
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard}, core.Log)
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets}, core.Log)
 	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate()}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
@@ -179,7 +179,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
-		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages})
+		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages, Budgets: kit.Budgets})
 	var handler = api.Handler()
 	if o.webDir != "" {
 		handler = WebHandler(o.webDir, handler)

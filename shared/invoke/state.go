@@ -17,6 +17,9 @@ type AgentState struct {
 	Queue     queue.Snapshot       `json:"queue"`
 	LatestRun *run.View            `json:"latest_run"`
 	Messages  []thread.HistoryItem `json:"messages,omitempty"`
+	// TokenUsage: the latest model call, the latest run and the thread's
+	// total, each in the schema_version 2 form (as the original's state).
+	TokenUsage run.ThreadUsage `json:"token_usage"`
 }
 
 // ThreadStateView is the answer of the state route.
@@ -46,6 +49,9 @@ func (s *Service) ThreadState(ctx context.Context, uid, threadID string, include
 	if latest != nil {
 		v := latest.View()
 		out.AgentState.LatestRun = &v
+	}
+	if out.AgentState.TokenUsage, err = s.d.Runs.UsageForThread(ctx, uid, threadID, latest); err != nil {
+		return ThreadStateView{}, err
 	}
 	if includeMessages {
 		if out.AgentState.Messages, err = s.d.Threads.History(ctx, uid, threadID); err != nil {

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -91,6 +92,9 @@ type Config struct {
 	// the keyword list, the final answer against keywords and, when on, LLM
 	// moderation.
 	Guard OutputGuard
+	// Budgets, when set, checks the user's and the agent's token budgets
+	// before each model call (budget.go); nil: no budgets.
+	Budgets Budgets
 }
 
 // OutputGuard is the content guard on model output (contentguard.Guard).
@@ -208,8 +212,27 @@ func (s *step) execute(ctx context.Context) error {
 	}
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
+	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
+	if h.cfg.Budgets != nil {
+		ref, err := s.admit(ctx, call, msgs)
+		if errors.Is(err, run.ErrLeaseLost) {
+			return nil
+		}
+		if err != nil {
+			return s.release(ctx, err) // retried
+		}
+		if ref != nil {
+			return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: budget.ErrorType, ErrorMessage: ref.Error()})
+		}
+	}
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
+	if h.cfg.Budgets != nil {
+		// Charged whatever follows: the provider spent the tokens.
+		if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(msgs, out.resp)); serr != nil {
+			h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -440,7 +463,8 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 	h, r := s.h, s.r
 	calls := toolCalls(out.resp.ToolCalls)
 	u := run.Usage{InputTokens: out.resp.Usage.InputTokens, OutputTokens: out.resp.Usage.OutputTokens,
-		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
+		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported,
+		CacheReadTokens: out.resp.Usage.CacheReadTokens, CacheReported: out.resp.Usage.CacheReported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
 	h.crash("step.before_commit")
 	c := run.StepCommit{
