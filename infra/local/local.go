@@ -147,7 +147,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if o.sandbox != nil {
 		skillFiles = skills.Materializer(o.sandbox)
 	}
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets}, core.Log)
+	stepCfg := agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets}
+	if o.sandbox != nil {
+		stepCfg.Workspace = o.sandbox // the user's agents/AGENTS.md, USER.md, MEMORY.md
+	}
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, stepCfg, core.Log)
 	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate()}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
 		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)

@@ -205,7 +205,7 @@ func TestSkillActivationOpensItsGatedTool(t *testing.T) {
 	}
 	// Another host (not allow-listed) is refused before any fetch; so is the
 	// allow-listed host over a path that is not an archive.
-	if r := admin.Do("POST", "/api/skills/remote/list", map[string]any{"source": "http://127.0.0.2:" + strings.Split(host, ":")[1] + "/repo.zip"}); r.Status != 403 || r.Code() != "remote_source_forbidden" {
+	if r := admin.Do("POST", "/api/skills/remote/list", map[string]any{"source": "https://127.0.0.2:" + strings.Split(host, ":")[1] + "/repo.zip"}); r.Status != 403 || r.Code() != "remote_source_forbidden" {
 		t.Errorf("off the allow-list: %d %s", r.Status, r.Body)
 	}
 	if r := admin.Do("POST", "/api/skills/remote/list", map[string]any{"source": web.URL + "/nothing.zip"}); r.Status != 422 || r.Code() != "remote_source_unreachable" {

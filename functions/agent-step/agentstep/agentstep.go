@@ -95,6 +95,10 @@ type Config struct {
 	// Budgets, when set, checks the user's and the agent's token budgets
 	// before each model call (budget.go); nil: no budgets.
 	Budgets Budgets
+	// Workspace, when set, reads the user's workspace prompt files
+	// (agents/AGENTS.md, USER.md, MEMORY.md) into the system prompt
+	// (workspace.go); nil (no provisioner): skipped.
+	Workspace WorkspaceFiles
 }
 
 // OutputGuard is the content guard on model output (contentguard.Guard).
@@ -264,7 +268,7 @@ func (s *step) execute(ctx context.Context) error {
 // skill activation.
 func (s *step) tools(ctx context.Context) ([]tool.Spec, string, error) {
 	h, c := s.h, s.r.Payload.Context
-	own, mcps, system := c.Tools, c.MCPs, c.SystemPrompt
+	own, mcps, system := c.Tools, c.MCPs, c.SystemPrompt+s.workspacePrompt(ctx)
 	if h.cfg.Skills != nil {
 		tools, more, err := h.cfg.Skills.Executable(ctx, s.r)
 		if err != nil {

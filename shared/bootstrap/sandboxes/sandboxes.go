@@ -3,11 +3,13 @@
 // SANDBOX_PROVISIONER_URL, with each user's agent env (/api/user/agent-env)
 // merged in when their sandbox is created.
 //
-// Imported by: the tool-invoke and intake mains.
+// Imported by: the tool-invoke, intake and agent-step mains.
 // May import: shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/skill, shared/tool, shared/usersettings.
 package sandboxes
 
 import (
+	"context"
+
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
@@ -51,4 +53,19 @@ func Client(core *bootstrap.Core) *sandbox.Client {
 		return nil
 	}
 	return sb
+}
+
+// WorkspaceReader reads files of a user's workspace (agent-step's prompt
+// files).
+type WorkspaceReader interface {
+	ReadFile(ctx context.Context, s sandbox.Scope, path string, maxBytes int64) (data []byte, size int64, truncated bool, err error)
+}
+
+// Workspace is Client as a WorkspaceReader: nil (a nil interface, not a
+// nil pointer in one) when no provisioner is configured.
+func Workspace(core *bootstrap.Core) WorkspaceReader {
+	if c := Client(core); c != nil {
+		return c
+	}
+	return nil
 }
