@@ -13,9 +13,9 @@
 // remainder), provided no call is larger than every call before it.
 // Reservations carry a lease: a crashed step's reservation expires.
 //
-// Imported by: functions/agent-step (through a consumer interface),
-// functions/intake, shared/bootstrap, infra/local, tests.
-// May import: shared/failure, shared/postgres.
+// Imported by: functions/agent-step/agentstep (types of its consumer
+// interface), functions/intake/intake, shared/bootstrap/chat, tests.
+// May import: shared/failure, shared/postgres, pgx.
 package budget
 
 import (
