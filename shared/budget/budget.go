@@ -176,12 +176,20 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 	var ref *Refusal
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
 		dec, ref = Admitted, nil
+		// Lock the budget rows first; the reservations are read by a later
+		// statement, whose snapshot (READ COMMITTED) is taken after the locks
+		// are held and so sees every reservation committed before them.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM token_budgets
+			WHERE (scope = 'user' AND subject = $1) OR (scope = 'agent' AND subject = $2)
+			ORDER BY scope, subject FOR UPDATE`, c.UID, c.Agent); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, `SELECT b.scope, b.subject, b.limit_tokens, b.used_tokens, b.max_call_tokens,
 				coalesce((SELECT sum(r.tokens) FROM token_budget_reservations r WHERE r.scope = b.scope AND r.subject = b.subject
 					AND r.expires_at > now() AND NOT (r.run_id = $3 AND r.step_no = $4 AND r.attempt = $5)), 0)
 			FROM token_budgets b
 			WHERE (b.scope = 'user' AND b.subject = $1) OR (b.scope = 'agent' AND b.subject = $2)
-			ORDER BY b.scope, b.subject FOR UPDATE OF b`, c.UID, c.Agent, c.RunID, c.StepNo, c.Attempt)
+			ORDER BY b.scope, b.subject`, c.UID, c.Agent, c.RunID, c.StepNo, c.Attempt)
 		if err != nil {
 			return err
 		}
