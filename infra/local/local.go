@@ -147,7 +147,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if o.sandbox != nil {
 		skillFiles = skills.Materializer(o.sandbox)
 	}
-	stepCfg := agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets}
+	stepCfg := agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets, Steers: kit.Queue}
 	if o.sandbox != nil {
 		stepCfg.Workspace = o.sandbox // the user's agents/AGENTS.md, USER.md, MEMORY.md
 	}

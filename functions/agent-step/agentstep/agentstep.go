@@ -99,6 +99,9 @@ type Config struct {
 	// (agents/AGENTS.md, USER.md, MEMORY.md) into the system prompt
 	// (workspace.go); nil (no provisioner): skipped.
 	Workspace WorkspaceFiles
+	// Steers, when set, shows a running sub-agent the steer requests queued
+	// on its parent's thread (steer.go).
+	Steers Steers
 }
 
 // OutputGuard is the content guard on model output (contentguard.Guard).
@@ -214,6 +217,11 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.release(ctx, fmt.Errorf("context of run %s: %w", r.ID, err)) // retried
 	}
+	steers, err := s.childSteers(ctx)
+	if err != nil {
+		return s.release(ctx, fmt.Errorf("steers for sub-agent run %s: %w", r.ID, err)) // retried
+	}
+	msgs = append(msgs, steers...)
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
 	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
