@@ -156,6 +156,7 @@ const (
 	Admitted  Decision = iota // the call may go ahead (reserved where a budget applies)
 	Busy                      // other calls in flight hold what is left: try again shortly
 	Exhausted                 // a budget has nothing left: the run fails
+	Unlimited                 // no budget applies: the call goes ahead and needs no Settle
 )
 
 // Refusal names the budget that refused.
@@ -169,9 +170,18 @@ func (r Refusal) Error() string {
 }
 
 // Reserve admits c, estimate being its approximate input size in tokens.
-// With no budget for c's user or agent it admits without writing. A
-// repeated Reserve of the same call replaces its reservation.
+// With no budget for c's user or agent it answers Unlimited after one read
+// (the common case costs one round trip). A repeated Reserve of the same
+// call replaces its reservation.
 func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision, *Refusal, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM token_budgets
+		WHERE (scope = 'user' AND subject = $1) OR (scope = 'agent' AND subject = $2))`, c.UID, c.Agent).Scan(&exists); err != nil {
+		return Admitted, nil, err
+	}
+	if !exists {
+		return Unlimited, nil, nil
+	}
 	var dec Decision
 	var ref *Refusal
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {

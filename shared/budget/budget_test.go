@@ -74,8 +74,8 @@ func TestConcurrentCallsOverspendByAtMostOneCall(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM token_budget_reservations`).Scan(&left); err != nil || left != 0 {
 		t.Errorf("reservations left: %d %v", left, err)
 	}
-	// No budget for another user or agent: admitted without a reservation.
-	if dec, _, err := svc.Reserve(ctx, budget.Call{RunID: "other", StepNo: 1, Attempt: 1, UID: "v", Agent: "b"}, 10); err != nil || dec != budget.Admitted {
+	// No budget for another user or agent: unlimited, nothing written.
+	if dec, _, err := svc.Reserve(ctx, budget.Call{RunID: "other", StepNo: 1, Attempt: 1, UID: "v", Agent: "b"}, 10); err != nil || dec != budget.Unlimited {
 		t.Errorf("no budget: %v %v", dec, err)
 	}
 	// Reset and removal.

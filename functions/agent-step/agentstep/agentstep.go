@@ -225,8 +225,10 @@ func (s *step) execute(ctx context.Context) error {
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
 	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
+	settle := false
 	if h.cfg.Budgets != nil {
-		ref, err := s.admit(ctx, call, msgs)
+		var ref *budget.Refusal
+		ref, settle, err = s.admit(ctx, call, msgs)
 		if errors.Is(err, run.ErrLeaseLost) {
 			return nil
 		}
@@ -239,7 +241,7 @@ func (s *step) execute(ctx context.Context) error {
 	}
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
-	if h.cfg.Budgets != nil {
+	if settle {
 		// Charged whatever follows: the provider spent the tokens.
 		if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(msgs, out.resp)); serr != nil {
 			h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)

@@ -23,37 +23,42 @@ type Budgets interface {
 // settle before it gives the step back (redelivered later).
 const budgetWait = 5 * time.Minute
 
-// admit checks the budgets before the step's model call: nil, nil when the
-// call may go ahead; a refusal when a budget has nothing left. While other
+// admit checks the budgets before the step's model call: a nil refusal
+// when the call may go ahead (settle: whether a budget applies and the call
+// must be charged); a refusal when a budget has nothing left. While other
 // calls in flight hold what is left it waits for them, renewing its lease.
-func (s *step) admit(ctx context.Context, c budget.Call, msgs []llm.Message) (*budget.Refusal, error) {
+func (s *step) admit(ctx context.Context, c budget.Call, msgs []llm.Message) (ref *budget.Refusal, settle bool, err error) {
 	h := s.h
 	wait, renewed, until := 20*time.Millisecond, time.Now(), time.Now().Add(budgetWait)
 	for {
 		dec, ref, err := h.cfg.Budgets.Reserve(ctx, c, int64(compaction.Estimate(msgs)))
-		if err != nil || dec == budget.Admitted {
-			return nil, err
-		}
-		if dec == budget.Exhausted {
-			return ref, nil
+		switch {
+		case err != nil:
+			return nil, false, err
+		case dec == budget.Unlimited:
+			return nil, false, nil
+		case dec == budget.Admitted:
+			return nil, true, nil
+		case dec == budget.Exhausted:
+			return ref, false, nil
 		}
 		if time.Now().After(until) {
-			return nil, fmt.Errorf("token budget busy for %s", budgetWait)
+			return nil, false, fmt.Errorf("token budget busy for %s", budgetWait)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-t.C:
 		}
 		wait = min(wait*2, 500*time.Millisecond)
 		if time.Since(renewed) > h.cfg.Lease/3 {
 			if err := h.runs.Renew(ctx, s.r.ID, s.owner.Worker, s.owner.Attempt, h.cfg.Lease); err != nil {
 				if errors.Is(err, run.ErrLeaseLost) {
-					return nil, err
+					return nil, false, err
 				}
-				return nil, fmt.Errorf("renew lease while waiting for the token budget: %w", err)
+				return nil, false, fmt.Errorf("renew lease while waiting for the token budget: %w", err)
 			}
 			renewed = time.Now()
 		}
