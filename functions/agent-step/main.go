@@ -14,6 +14,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
@@ -52,7 +53,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	mcps := mcplayer.Open(core)
 	skills := mcplayer.Skills(ctx, core, nil, kit.Tools, mcps, nil, false).Gate()
 	agentstep.New(kit.Runs, core.Providers, kit.Tools, core.Stream,
-		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Summaries: kit.Summaries, Skills: skills, Guard: kit.Guard}, core.Log).Register(router)
+		agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: cfg.Crasher(), RunTools: mcps, Summaries: kit.Summaries, Skills: skills, Guard: kit.Guard, Budgets: kit.Budgets, Workspace: sandboxes.Workspace(core), Steers: kit.Queue}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("agent-step")})
 }

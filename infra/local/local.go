@@ -158,7 +158,11 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	if o.sandbox != nil {
 		skillFiles = skills.Materializer(o.sandbox)
 	}
-	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard}, core.Log)
+	stepCfg := agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets, Steers: kit.Queue}
+	if o.sandbox != nil {
+		stepCfg.Workspace = o.sandbox // the user's agents/AGENTS.md, USER.md, MEMORY.md
+	}
+	step := agentstep.New(kit.Runs, models, kit.Tools, core.Stream, stepCfg, core.Log)
 	large := sandboxtool.LargeResults{Blob: func(ctx context.Context, key string, data []byte) error {
 		_, err := k.Blob.Put(ctx, key, bytes.NewReader(data), int64(len(data)), "text/plain; charset=utf-8")
 		return err
@@ -198,7 +202,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,
 		Outbox: core.Outbox, Parser: docParser, NotifyToken: cfg.NotifyToken,
 		Settings: id.Settings, OIDC: id.OIDC, SysConfig: id.SysConfig, Guard: id.Guard, Ready: id.Ready, OCREngine: cfg.OCREngine, OCRBaseURL: cfg.OCRBaseURL, Logs: core.Logs, ClientAddr: cfg.TrustedProxies, Evaluation: evals, Buckets: k.Buckets, Providers: core.Providers,
-		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages, Tasks: id.Tasks, Dashboard: id.Dashboard})
+		Graph: k.Graph, GraphBuild: builder, Sandbox: o.sandbox, Skills: skills, Models: core.Providers, ChatImages: id.ChatImages, Tasks: id.Tasks, Dashboard: id.Dashboard, Budgets: kit.Budgets})
 	var handler = api.Handler()
 	if o.webDir != "" {
 		handler = WebHandler(o.webDir, handler)

@@ -22,6 +22,9 @@ type AgentState struct {
 	Messages      []thread.HistoryItem `json:"messages,omitempty"`
 	Artifacts     []string             `json:"artifacts"`
 	ArtifactItems []thread.Artifact    `json:"artifact_items"`
+	// TokenUsage: the latest model call, the latest run and the thread's
+	// total, each in the schema_version 2 form (as the original's state).
+	TokenUsage run.ThreadUsage `json:"token_usage"`
 }
 
 // ThreadStateView is the answer of the state route.
@@ -57,6 +60,9 @@ func (s *Service) ThreadState(ctx context.Context, uid, threadID string, include
 	if latest != nil {
 		v := latest.View()
 		out.AgentState.LatestRun = &v
+	}
+	if out.AgentState.TokenUsage, err = s.d.Runs.UsageForThread(ctx, uid, threadID, latest); err != nil {
+		return ThreadStateView{}, err
 	}
 	if includeMessages {
 		if out.AgentState.Messages, err = s.d.Threads.History(ctx, uid, threadID); err != nil {

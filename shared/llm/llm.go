@@ -97,6 +97,11 @@ type Usage struct {
 	OutputTokens int64 `json:"output_tokens"`
 	TotalTokens  int64 `json:"total_tokens"`
 	Reported     bool  `json:"reported"`
+	// CacheReadTokens are the input tokens the provider served from its
+	// prompt cache (prompt_tokens_details.cached_tokens); CacheReported is
+	// false when the provider did not report the field (not a zero hit).
+	CacheReadTokens int64 `json:"cache_read_tokens,omitempty"`
+	CacheReported   bool  `json:"cache_reported,omitempty"`
 }
 
 // Response is the assembled result of one turn.

@@ -105,6 +105,9 @@ func (c *Client) stream(ctx context.Context, req Request, onDelta func(Delta) er
 				TotalTokens:  chunk.Usage.TotalTokens,
 				Reported:     true,
 			}
+			if d := chunk.Usage.PromptTokensDetails; d.JSON.CachedTokens.Valid() {
+				acc.usage.CacheReadTokens, acc.usage.CacheReported = d.CachedTokens, true
+			}
 		}
 		for _, choice := range chunk.Choices {
 			if choice.Index != 0 { // we never ask for n > 1

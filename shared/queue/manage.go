@@ -403,3 +403,26 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 	s.notify(ctx, in.ThreadID, "resumed")
 	return out, nil
 }
+
+// PendingSteers returns the texts of the steer requests queued on uid's
+// (agent, thread), oldest first: agent-step shows them to a running
+// sub-agent of that thread's run at its next model call, while the parent
+// handles them itself once its run reaches its boundary.
+func (s *Service) PendingSteers(ctx context.Context, uid, agentSlug, threadID string) ([]string, error) {
+	rows, err := s.pool.Query(ctx, `SELECT m.content FROM agent_run_requests q JOIN messages m ON m.id = q.input_message_id
+		WHERE q.uid = $1 AND q.agent_slug = $2 AND q.conversation_thread_id = $3 AND q.status = 'queued' AND q.queue_policy = 'steer'
+		ORDER BY q.created_at, q.id`, uid, agentSlug, threadID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

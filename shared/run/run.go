@@ -247,6 +247,57 @@ func (s *Store) LatestForThreadTx(ctx context.Context, tx postgres.DB, uid, agen
 	return &r, nil
 }
 
+// ThreadUsage is a thread's token usage as the state shows it: the latest
+// model call (the newest step's usage), the run (the latest run's
+// cumulative document) and the thread (every run of the thread summed;
+// sub-agent runs keep their own threads and are not merged), each in the
+// schema_version 2 form. Nil parts: no model call yet.
+type ThreadUsage struct {
+	Latest json.RawMessage `json:"latest"`
+	Run    json.RawMessage `json:"run"`
+	Thread json.RawMessage `json:"thread"`
+}
+
+// UsageForThread returns uid's thread usage; latest is the thread's latest run (nil: none).
+func (s *Store) UsageForThread(ctx context.Context, uid, threadID string, latest *Run) (ThreadUsage, error) {
+	out := ThreadUsage{Latest: json.RawMessage("null"), Run: json.RawMessage("null"), Thread: json.RawMessage("null")}
+	rows, err := s.pool.Query(ctx, `SELECT token_usage FROM agent_runs
+		WHERE uid = $1 AND conversation_thread_id = $2 AND token_usage IS NOT NULL`, uid, threadID)
+	if err != nil {
+		return out, err
+	}
+	var docs []json.RawMessage
+	for rows.Next() {
+		var d []byte
+		if err := rows.Scan(&d); err != nil {
+			rows.Close()
+			return out, err
+		}
+		docs = append(docs, d)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return out, err
+	}
+	if len(docs) > 0 {
+		out.Thread = MergeUsage(docs...)
+	}
+	if latest == nil || len(latest.TokenUsage) == 0 {
+		return out, nil
+	}
+	out.Run = latest.TokenUsage
+	var step []byte
+	err = s.pool.QueryRow(ctx, `SELECT usage FROM agent_run_steps WHERE run_id = $1 AND usage IS NOT NULL
+		ORDER BY step_no DESC, attempt_no DESC LIMIT 1`, latest.ID).Scan(&step)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return out, err
+	}
+	if len(step) > 0 {
+		out.Latest = step
+	}
+	return out, nil
+}
+
 // ActiveForThreadTx returns the non-terminal run of (uid, agent, thread), if
 // any, through tx.
 func (s *Store) ActiveForThreadTx(ctx context.Context, tx postgres.DB, uid, agentSlug, threadID string) (*Run, error) {

@@ -348,53 +348,120 @@ type Usage struct {
 	OutputTokens int64
 	TotalTokens  int64
 	Reported     bool
+	// CacheReadTokens were served from the provider's prompt cache;
+	// CacheReported says the provider reported that figure at all.
+	CacheReadTokens int64
+	CacheReported   bool
 }
 
-type usageTotals struct {
-	InputTokens  int64 `json:"input_tokens"`
-	OutputTokens int64 `json:"output_tokens"`
-	TotalTokens  int64 `json:"total_tokens"`
+// InputTokenDetails is the cache detail of a usage bucket.
+type InputTokenDetails struct {
+	CacheRead int64 `json:"cache_read"`
 }
 
-type modelUsage struct {
-	usageTotals
+// UsageTotals are one bucket's sums. The cache hit rate is
+// sum(cache_read) ÷ the input tokens of the calls that reported a cache
+// figure (calls without one are not counted as misses), as the original.
+type UsageTotals struct {
+	InputTokens             int64              `json:"input_tokens"`
+	OutputTokens            int64              `json:"output_tokens"`
+	TotalTokens             int64              `json:"total_tokens"`
+	InputTokenDetails       *InputTokenDetails `json:"input_token_details,omitempty"`
+	CacheReportedInputToken int64              `json:"cache_reported_input_tokens,omitempty"`
+	CacheHitRate            *float64           `json:"cache_hit_rate,omitempty"`
+}
+
+func (t *UsageTotals) add(u UsageTotals) {
+	t.InputTokens += u.InputTokens
+	t.OutputTokens += u.OutputTokens
+	t.TotalTokens += u.TotalTokens
+	if u.InputTokenDetails != nil {
+		if t.InputTokenDetails == nil {
+			t.InputTokenDetails = &InputTokenDetails{}
+		}
+		t.InputTokenDetails.CacheRead += u.InputTokenDetails.CacheRead
+		t.CacheReportedInputToken += u.CacheReportedInputToken
+	}
+	t.CacheHitRate = nil
+	if t.InputTokenDetails != nil && t.CacheReportedInputToken > 0 {
+		r := float64(t.InputTokenDetails.CacheRead) / float64(t.CacheReportedInputToken)
+		t.CacheHitRate = &r
+	}
+}
+
+// ModelUsage is one model spec's bucket.
+type ModelUsage struct {
+	UsageTotals
 	CallCount int `json:"call_count"`
 }
 
-// TokenUsage is agent_runs.token_usage (schema_version 2, as the original).
+// TokenUsage is agent_runs.token_usage (schema_version 2, as the original):
+// per model spec ("provider:model") and in total, with cache-read tokens.
 type TokenUsage struct {
 	SchemaVersion             int                   `json:"schema_version"`
 	ModelCallCount            int                   `json:"model_call_count"`
 	UsageReportedCallCount    int                   `json:"usage_reported_call_count"`
 	UsageUnavailableCallCount int                   `json:"usage_unavailable_call_count"`
 	Complete                  bool                  `json:"complete"`
-	Models                    map[string]modelUsage `json:"models"`
-	Total                     usageTotals           `json:"total"`
+	Models                    map[string]ModelUsage `json:"models"`
+	Total                     UsageTotals           `json:"total"`
+}
+
+func parseUsage(doc json.RawMessage) TokenUsage {
+	t := TokenUsage{SchemaVersion: 2, Models: map[string]ModelUsage{}, Complete: true}
+	if len(doc) > 0 && string(doc) != "null" {
+		_ = json.Unmarshal(doc, &t)
+		if t.Models == nil {
+			t.Models = map[string]ModelUsage{}
+		}
+		t.SchemaVersion = 2
+	}
+	return t
 }
 
 // AddUsage folds one model call into the run's cumulative usage document.
 func AddUsage(prev json.RawMessage, spec string, u Usage) json.RawMessage {
-	t := TokenUsage{SchemaVersion: 2, Models: map[string]modelUsage{}, Complete: true}
-	if len(prev) > 0 && string(prev) != "null" {
-		_ = json.Unmarshal(prev, &t)
-		if t.Models == nil {
-			t.Models = map[string]modelUsage{}
-		}
-	}
+	t := parseUsage(prev)
 	t.ModelCallCount++
 	if u.Reported {
 		t.UsageReportedCallCount++
+		one := UsageTotals{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+		if u.CacheReported {
+			one.InputTokenDetails = &InputTokenDetails{CacheRead: u.CacheReadTokens}
+			one.CacheReportedInputToken = u.InputTokens
+		}
 		m := t.Models[spec]
-		m.InputTokens += u.InputTokens
-		m.OutputTokens += u.OutputTokens
-		m.TotalTokens += u.TotalTokens
+		m.add(one)
 		m.CallCount++
 		t.Models[spec] = m
-		t.Total.InputTokens += u.InputTokens
-		t.Total.OutputTokens += u.OutputTokens
-		t.Total.TotalTokens += u.TotalTokens
+		t.Total.add(one)
 	} else {
 		t.UsageUnavailableCallCount++
+	}
+	t.Complete = t.UsageUnavailableCallCount == 0
+	b, _ := json.Marshal(t)
+	return b
+}
+
+// MergeUsage sums several runs' usage documents (a thread's total); nil
+// documents (runs without a model call) are skipped.
+func MergeUsage(docs ...json.RawMessage) json.RawMessage {
+	t := parseUsage(nil)
+	for _, d := range docs {
+		if len(d) == 0 || string(d) == "null" {
+			continue
+		}
+		o := parseUsage(d)
+		t.ModelCallCount += o.ModelCallCount
+		t.UsageReportedCallCount += o.UsageReportedCallCount
+		t.UsageUnavailableCallCount += o.UsageUnavailableCallCount
+		for spec, mu := range o.Models {
+			m := t.Models[spec]
+			m.add(mu.UsageTotals)
+			m.CallCount += mu.CallCount
+			t.Models[spec] = m
+		}
+		t.Total.add(o.Total)
 	}
 	t.Complete = t.UsageUnavailableCallCount == 0
 	b, _ := json.Marshal(t)

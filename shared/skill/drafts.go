@@ -415,15 +415,16 @@ func (s *Service) PersonalFile(ctx context.Context, sub access.Subject, slug, re
 	if !ValidSlug(slug) {
 		return FileContent{}, notFound
 	}
-	rel, err := cleanRel(rel)
-	if err != nil {
-		return FileContent{}, err
-	}
+	// The skill first: a caller without it learns nothing from the path's checks.
 	sc := personalScope(sub.UID)
 	if _, _, _, err := s.workspace.ReadFile(ctx, sc, fmt.Sprintf(personalRel, slug)+"SKILL.md", 1); err != nil {
 		if sandbox.IsCode(err, "not_found") {
 			return FileContent{}, notFound
 		}
+		return FileContent{}, err
+	}
+	rel, err := cleanRel(rel)
+	if err != nil {
 		return FileContent{}, err
 	}
 	b, _, truncated, err := s.workspace.ReadFile(ctx, sc, fmt.Sprintf(personalRel, slug)+rel, s.cfg.Limits.MaxFile)

@@ -276,8 +276,19 @@ func (s *Service) startedBy(ctx context.Context, parentID, toolCallID string) (s
 
 // addWait records that tool call toolCallID of parentID waits for child.
 func (s *Service) addWait(ctx context.Context, parentID, toolCallID, childID string) error {
-	_, err := s.d.Pool.Exec(ctx, `INSERT INTO subagent_waits (parent_run_id, tool_call_id, child_run_id) VALUES ($1, $2, $3)
-		ON CONFLICT (parent_run_id, tool_call_id) DO NOTHING`, parentID, toolCallID, childID)
+	return s.addWaitUntil(ctx, parentID, toolCallID, childID, 0)
+}
+
+// addWaitUntil records a wait; timeout > 0 gives it a deadline (a
+// redelivered call keeps the first one).
+func (s *Service) addWaitUntil(ctx context.Context, parentID, toolCallID, childID string, timeout int) error {
+	var deadline any
+	if timeout > 0 {
+		deadline = timeout
+	}
+	_, err := s.d.Pool.Exec(ctx, `INSERT INTO subagent_waits (parent_run_id, tool_call_id, child_run_id, deadline)
+		VALUES ($1, $2, $3, now() + make_interval(secs => $4::int))
+		ON CONFLICT (parent_run_id, tool_call_id) DO NOTHING`, parentID, toolCallID, childID, deadline)
 	return err
 }
 

@@ -24,8 +24,8 @@ func (s *Service) Tools() []tool.Tool {
 			Description: "Report a background sub-agent run's status, its latest progress and, once it ended, its result.",
 			Parameters:  json.RawMessage(runIDSchema)}, s.status},
 		subTool{s, tool.Spec{Name: ToolAwait, DisplayName: "Wait for a sub-agent", Category: "subagent", Tags: []string{"subagent"}, Base: true,
-			Description: "Wait until a background sub-agent run ends and return its result.",
-			Parameters:  json.RawMessage(runIDSchema)}, s.await},
+			Description: "Wait until a background sub-agent run ends and return its result. With timeout_seconds, give up waiting after that long: the result is then the run's current status and progress with wait_timed_out: true (the run goes on; await it again or cancel it).",
+			Parameters:  json.RawMessage(awaitSchema)}, s.await},
 		subTool{s, tool.Spec{Name: ToolCancel, DisplayName: "Cancel a sub-agent", Category: "subagent", Tags: []string{"subagent"}, Base: true,
 			Description: "Cancel a background sub-agent run.",
 			Parameters:  json.RawMessage(runIDSchema)}, s.cancel},
@@ -37,6 +37,12 @@ const startSchema = `{"type":"object","properties":{
 "subagent_slug":{"type":"string","description":"Which sub-agent (one of the slugs listed as available)."},
 "thread_id":{"type":"string","description":"Optional: the thread_id of an earlier result of this sub-agent, to continue that sub-task."}},
 "required":["description","subagent_slug"]}`
+
+const awaitSchema = `{"type":"object","properties":{"run_id":{"type":"string","description":"The run_id subagent_start returned."},
+"timeout_seconds":{"type":"integer","minimum":1,"maximum":3600,"description":"Optional: the longest to wait, in seconds (default: until the run ends)."}},"required":["run_id"]}`
+
+// MaxAwaitTimeout bounds subagent_await's timeout_seconds.
+const MaxAwaitTimeout = 3600
 
 const runIDSchema = `{"type":"object","properties":{"run_id":{"type":"string","description":"The run_id subagent_start returned."}},"required":["run_id"]}`
 
@@ -185,14 +191,82 @@ func (s *Service) progress(ctx context.Context, childID string) ([]string, error
 }
 
 func (s *Service) await(ctx context.Context, c tool.Call, parent run.Run) (tool.Result, error) {
+	var a struct {
+		TimeoutSeconds *int `json:"timeout_seconds"`
+	}
+	if err := decode(c, &a); err != nil {
+		return tool.Result{}, err
+	}
+	timeout := 0
+	if a.TimeoutSeconds != nil {
+		if *a.TimeoutSeconds < 1 || *a.TimeoutSeconds > MaxAwaitTimeout {
+			return tool.Result{}, toolError(fmt.Sprintf("timeout_seconds must be between 1 and %d", MaxAwaitTimeout))
+		}
+		timeout = *a.TimeoutSeconds
+	}
 	child, err := s.childArg(ctx, c, parent)
 	if err != nil {
 		return tool.Result{}, err
 	}
-	if err := s.addWait(ctx, parent.ID, c.ToolCallID, child.ID); err != nil {
+	if err := s.addWaitUntil(ctx, parent.ID, c.ToolCallID, child.ID, timeout); err != nil {
 		return tool.Result{}, err
 	}
 	return s.waitFor(ctx, child)
+}
+
+// ExpireWaits answers the subagent_await calls past their deadline whose
+// child is still running: the result is the child's current snapshot with
+// wait_timed_out (not an error; the child goes on). Called by the
+// dispatcher's sweep, so a timeout fires within one sweep interval of its
+// deadline. Idempotent: an answered call is a duplicate; a child that
+// finished meanwhile is left to RunFinished.
+func (s *Service) ExpireWaits(ctx context.Context) (int, error) {
+	rows, err := s.d.Pool.Query(ctx, `SELECT w.parent_run_id, w.tool_call_id, w.child_run_id FROM subagent_waits w
+		JOIN tool_calls t ON t.run_id = w.parent_run_id AND t.tool_call_id = w.tool_call_id
+		WHERE w.deadline IS NOT NULL AND w.deadline <= now() AND t.status = 'pending'
+		ORDER BY w.deadline LIMIT 100`)
+	if err != nil {
+		return 0, fmt.Errorf("expired sub-agent waits: %w", err)
+	}
+	type wait struct{ parent, call, child string }
+	var waits []wait
+	for rows.Next() {
+		var w wait
+		if err := rows.Scan(&w.parent, &w.call, &w.child); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		waits = append(waits, w)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, w := range waits {
+		child, err := s.d.Runs.Get(ctx, w.child)
+		if err != nil {
+			return n, err
+		}
+		if run.IsTerminal(child.Status) {
+			continue // its run.finished answers the call
+		}
+		progress, err := s.progress(ctx, child.ID)
+		if err != nil {
+			return n, err
+		}
+		out, err := tool.JSON(map[string]any{"status": child.Status, "wait_timed_out": true, "run_id": child.ID, "thread_id": child.ThreadID,
+			"subagent_slug": child.AgentSlug, "step_count": child.StepCount, "progress": progress,
+			"message": "the sub-agent is still running; call subagent_await again to keep waiting, or subagent_cancel"})
+		if err != nil {
+			return n, err
+		}
+		if _, err := s.d.Runs.CompleteToolCall(ctx, run.ToolResult{RunID: w.parent, ToolCallID: w.call, Status: run.ToolSuccess, Output: out}); err != nil {
+			return n, fmt.Errorf("record sub-agent wait timeout for %s/%s: %w", w.parent, w.call, err)
+		}
+		n++
+	}
+	return n, nil
 }
 
 func (s *Service) cancel(ctx context.Context, c tool.Call, parent run.Run) (tool.Result, error) {

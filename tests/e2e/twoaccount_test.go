@@ -22,10 +22,12 @@ import (
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
 	"github.com/yuxi-serverless/yuxi/shared/agent"
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -99,6 +101,8 @@ var checkParam = map[intake.Check]string{
 	intake.OwnMessage: "message_id",
 	// admin: tasks are checked against their knowledge base.
 	intake.ReadTask: "task_id", intake.ManageTask: "task_id",
+	// ext: the skill checks.
+	intake.ReadSkill: "slug", intake.ManageSkill: "slug", intake.OwnSkillDraft: "draft_id", intake.OwnPersonalSkill: "slug",
 }
 
 // listQuery completes list routes without a check that need a query to
@@ -121,6 +125,8 @@ var readOnlyWrites = map[string]string{
 // readerQuery completes read routes that need a query to answer 200.
 var readerQuery = map[string]string{
 	"GET /api/knowledge/databases/{kb_id}/documents/exists": "?filename=handbook.md",
+	"GET /api/system/skills/{slug}/file":                    "?path=SKILL.md",
+	"GET /api/skills/personal/{slug}/file":                  "?path=SKILL.md",
 }
 
 // caller is one account probing A's resources.
@@ -183,7 +189,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	outsiderUser := mk("outsider-user", "user", &otherDept)
 	attackers = append(attackers, caller{"user of another department", outsiderUser, false})
 	// Every call is recorded per route and role (the coverage the closing note reports).
-	cover := newCoverage(intake.New(intake.Deps{KBs: &kb.Store{}}).Routes())
+	cover := newCoverage(intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}}).Routes())
 	alice.HTTP, kbOwner.HTTP = cover.client("owner"), cover.client("owner")
 	for _, b := range attackers {
 		b.c.HTTP = cover.client(b.name)
@@ -269,6 +275,34 @@ func TestTwoAccountSuite(t *testing.T) {
 		t.Fatalf("the owner's ingestion batch: %q %v", taskID, err)
 	}
 
+	// ext: A's skills. kb-owner (an admin) installs a shared skill
+	// read-shared with kb-reader and keeps a second install draft; alice
+	// installs a personal skill into her workspace.
+	skillMD := func(slug, desc string) []byte {
+		return []byte("---\nname: " + slug + "\ndescription: " + desc + "\n---\n# " + slug + "\n\nThe okapi recipe.\n")
+	}
+	prepareSkill := func(c *testkit.Client, slug, desc string) string {
+		t.Helper()
+		r := c.PostFile("/api/skills/import/prepare", "SKILL.md", skillMD(slug, desc))
+		if r.Status != http.StatusOK {
+			t.Fatalf("prepare %s: %d %s", slug, r.Status, r.Body)
+		}
+		return r.JSON()["data"].(map[string]any)["draft_id"].(string)
+	}
+	installed := func(r map[string]any, want float64) {
+		t.Helper()
+		if n := r["summary"].(map[string]any)["success"]; n != want {
+			t.Fatalf("installed %v skills, want %v: %v", n, want, r)
+		}
+	}
+	ownerSkillShare := map[string]any{"version": 2, "read_scope": map[string]any{"access_level": "user", "user_uids": []string{"kb-reader"}}}
+	installed(kbOwner.OK("POST", "/api/skills/install-drafts/"+prepareSkill(kbOwner, "owner-skill", "the owner's skill")+"/confirm",
+		map[string]any{"share_config": ownerSkillShare}), 1)
+	pendingDraft := prepareSkill(kbOwner, "owner-pending-skill", "the owner's pending skill")
+	installed(alice.OK("POST", "/api/skills/personal/install-drafts/"+prepareSkill(alice, "alice-skill", "alice's personal skill")+"/confirm", nil), 1)
+	skillIDs := map[string]string{"slug": "owner-skill", "draft_id": pendingDraft}
+	personalIDs := map[string]string{"slug": "alice-skill"}
+
 	// B's own KB, for calls that pair it with A's document, folder, source
 	// or image ids.
 	rivalKB := rival.NewKnowledgeBase("rival's KB", "the rival's own", nil)
@@ -279,7 +313,8 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets = append(secrets, "alice-env-secret", "alice's laptop", cliCode)
 	secrets = append(secrets, "alice-notes", "alice-brief", "alice-plan", "alice's workspace plan", aliceFileID)
 	secrets = append(secrets, "alice's feedback")
-	secrets = append(secrets, taskID) // admin
+	secrets = append(secrets, taskID)                                                                     // admin
+	secrets = append(secrets, "owner-skill", "owner-pending-skill", "alice-skill", "okapi", pendingDraft) // ext
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -418,6 +453,13 @@ func TestTwoAccountSuite(t *testing.T) {
 					return c.Do("POST", "/api/agent-invocation/agent-call/runs/result", map[string]any{"run_id": runID})
 				}},
 			}},
+		// ext: the skill checks. A shared skill B may not read is not found;
+		// its reader is refused every manage route; a draft is its creator's
+		// alone; a personal skill is looked up in the caller's workspace.
+		intake.ReadSkill:        {ids: skillIDs, status: []int{404}, codeOK: refusalCode, callers: attackers, reader: kbReader},
+		intake.ManageSkill:      {ids: skillIDs, status: []int{404}, codeOK: refusalCode, callers: attackers, reader: kbReader},
+		intake.OwnSkillDraft:    {ids: skillIDs, status: []int{404}, codeOK: refusalCode, callers: attackers},
+		intake.OwnPersonalSkill: {ids: personalIDs, status: []int{404}, codeOK: refusalCode, callers: attackers},
 	}
 
 	// What A sees and what the database and object store hold of A's
@@ -435,6 +477,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			{kbOwner, "/api/knowledge/databases/" + kbID + "/documents/" + docID + "/download"},
 			{kbOwner, "/api/knowledge/databases/" + kbID + "/images/" + image}, {kbOwner, "/api/knowledge/databases/" + kbID + "/sources"},
 			{kbOwner, "/api/knowledge/databases/" + kbID + "/query-params"},
+			{kbOwner, "/api/system/skills/owner-skill/tree"}, {kbOwner, "/api/system/skills/owner-skill/file?path=SKILL.md"}, // ext
+			{alice, "/api/skills/personal/alice-skill/file?path=SKILL.md"},
 		} {
 			r := g.c.Do("GET", g.path, nil)
 			sum := sha256.Sum256(r.Body)
@@ -465,14 +509,17 @@ func TestTwoAccountSuite(t *testing.T) {
 				'api_keys', (SELECT count(*) FROM api_keys), 'kbs', (SELECT count(*) FROM knowledge_bases), 'files', (SELECT count(*) FROM knowledge_files),
 				'sources', (SELECT count(*) FROM knowledge_sources), 'outbox', (SELECT count(*) FROM outbox),
 				'feedbacks', (SELECT json_agg(f ORDER BY f.id) FROM message_feedbacks f), 'projects', (SELECT count(*) FROM projects),
-				'viewed', (SELECT last_viewed_run_id FROM conversations WHERE thread_id = $1))))::text`,
+				'viewed', (SELECT last_viewed_run_id FROM conversations WHERE thread_id = $1))),
+			'skills', (SELECT json_agg(s ORDER BY s.slug) FROM skills s WHERE s.created_by IN ('kb-owner', 'alice')),
+			'skill_drafts', (SELECT json_agg(d ORDER BY d.id) FROM skill_drafts d WHERE d.created_by IN ('kb-owner', 'alice')))::text`,
 			threadID, runID, requestID, keyID, agentID, kbID).Scan(&rows)
 		if err != nil {
 			t.Fatal(err)
 		}
 		var objs []string
 		_ = filepath.WalkDir(p.BlobDir, func(path string, d fs.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
+			// B's own skill drafts are B's (A's pending draft is compared).
+			if err == nil && !d.IsDir() && (!strings.Contains(path, "skill-drafts") || strings.Contains(path, pendingDraft)) {
 				if info, err := os.Stat(path); err == nil {
 					objs = append(objs, fmt.Sprintf("%s %d %d", strings.TrimPrefix(path, p.BlobDir), info.Size(), info.ModTime().UnixNano()))
 				}
@@ -498,7 +545,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	identityBefore := identityStored()
 
-	routes := intake.New(intake.Deps{KBs: &kb.Store{}}).Routes()
+	routes := intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}}).Routes()
 	walked := map[intake.Check]int{} // the key "(lists: no check)" counts the read routes without a check
 	calls := 0
 	refused := func(f fixture, who, what string, r testkit.Response) {
@@ -595,7 +642,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			path, _ := fill(rt.Path, f.ids)
 			switch {
 			case rt.Check == intake.ManageAgent || rt.Check == intake.ManageKB || rt.Check == intake.ManageDataset || rt.Check == intake.ManageSchedule ||
-				rt.Check == intake.ManageTask:
+				rt.Check == intake.ManageTask || rt.Check == intake.ManageSkill:
 				r := f.reader.Do(rt.Method, path, hostile)
 				calls++
 				if r.Status != http.StatusForbidden || !strings.HasSuffix(r.Code(), "_manage_forbidden") {
@@ -643,6 +690,58 @@ func TestTwoAccountSuite(t *testing.T) {
 		}
 	}
 
+	// ext: the skill routes without a check, called by every account. B's
+	// upload is B's own draft; a batch delete naming A's skills deletes
+	// nothing; a remote source off the allow-list is refused before any
+	// fetch; remote search is not configured; an admin may sync built-ins.
+	for _, b := range append([]caller{{"owner", alice, false}, {"owner (admin)", kbOwner, true}}, attackers...) {
+		if b.c != alice && b.c != kbOwner {
+			if r := b.c.PostFile("/api/skills/import/prepare", "SKILL.md", skillMD("intruder-skill", "pwned")); r.Status != http.StatusOK {
+				t.Errorf("%s: prepare its own skill: %d %s", b.name, r.Status, r.Body)
+			}
+			r := b.c.Do("POST", "/api/system/skills/delete-batch", map[string]any{"slugs": []string{"owner-skill", "alice-skill"}})
+			calls++
+			if r.Status != http.StatusOK || r.JSON()["summary"].(map[string]any)["success"] != float64(0) {
+				t.Errorf("HOLE? %s batch-deletes A's skills: %d %s", b.name, r.Status, r.Body)
+			}
+		}
+		for _, route := range []string{"/api/skills/remote/list", "/api/skills/remote/prepare"} {
+			r := b.c.Do("POST", route, map[string]any{"source": "https://skills.invalid/owner/repo.zip", "skills": []string{"x"}})
+			calls++
+			if (r.Status != 403 || r.Code() != "remote_source_forbidden") && (r.Status != 503 || r.Code() != "remote_skills_disabled") {
+				t.Errorf("%s: POST %s off the allow-list: %d %s", b.name, route, r.Status, r.Body)
+			}
+		}
+		if r := b.c.Do("POST", "/api/skills/remote/search", map[string]any{"query": "okapi"}); r.Status != 422 || r.Code() != "remote_search_not_configured" {
+			t.Errorf("%s: remote search: %d %s", b.name, r.Status, r.Body)
+		}
+		for _, route := range []string{"/api/skills", "/api/skills/accessible", "/api/system/skills", "/api/system/skills/dependency-options"} {
+			if r := b.c.Do("GET", route, nil); r.Status != http.StatusOK {
+				t.Errorf("%s: GET %s: %d %s", b.name, route, r.Status, r.Body)
+			}
+		}
+		if b.admin {
+			if r := b.c.Do("GET", "/api/system/skills/builtin", nil); r.Status != http.StatusOK {
+				t.Errorf("%s: GET builtin skills: %d %s", b.name, r.Status, r.Body)
+			}
+			if r := b.c.Do("POST", "/api/system/skills/builtin/sync", nil); r.Status != http.StatusOK {
+				t.Errorf("%s: sync builtin skills: %d %s", b.name, r.Status, r.Body)
+			}
+		}
+	}
+
+	// ext: token budgets are the superadmin's: every other account, admins
+	// included, is refused both routes.
+	for _, b := range append([]caller{{"owner", alice, false}, {"owner (admin)", kbOwner, true}}, attackers...) {
+		for _, m := range []string{"GET", "PUT"} {
+			r := b.c.Do(m, "/api/system/token-budgets", map[string]any{"scope": "user", "subject": "alice", "limit_tokens": 0})
+			calls++
+			if r.Status != http.StatusForbidden || r.Code() != "superadmin_required" {
+				t.Errorf("HOLE? %s: %s token budgets: %d %s", b.name, m, r.Status, r.Body)
+			}
+		}
+	}
+
 	// Every role meets every route's role rule: anonymous callers get 401
 	// and callers below the route's role 403 *_required, before any
 	// handler runs (route_table_test checks the same with a bare server).
@@ -653,7 +752,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			continue
 		}
 		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake"}
-		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs} {
+		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs, skillIDs} {
 			maps.Copy(all, m)
 		}
 		path, missing := fill(rt.Path, all)
@@ -688,7 +787,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	for _, rt := range routes {
 		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice, intake.OwnMessage: alice,
 			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner,
-			intake.ReadTask: kbOwner}[rt.Check] // admin: ReadTask
+			intake.ReadTask: kbOwner, intake.ReadSkill: kbOwner, intake.OwnPersonalSkill: alice}[rt.Check] // admin: ReadTask; ext: skills
 		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
 			continue
 		}
@@ -697,6 +796,12 @@ func TestTwoAccountSuite(t *testing.T) {
 			"path": "uploads/alice-brief.txt"}
 		if owner == kbOwner {
 			ids = kbIDs // a KB's run_id is an evaluation run's
+		}
+		switch rt.Check {
+		case intake.ReadSkill:
+			ids = skillIDs
+		case intake.OwnPersonalSkill:
+			ids = personalIDs
 		}
 		path, _ := fill(rt.Path, ids)
 		path += readerQuery[rt.Pattern()]
@@ -717,11 +822,6 @@ func TestTwoAccountSuite(t *testing.T) {
 	if env := alice.OK("GET", "/api/user/agent-env", nil)["env"].(map[string]any); env["ALICE_TOKEN"] != "alice-env-secret" {
 		t.Errorf("A's environment changed: %v", env)
 	}
-	covered, total, missing := cover.summary()
-	t.Logf("route×role pairs called: %d of %d (%d routes × %d roles); never called: %d", covered, total, len(routes), len(suiteRoles), len(missing))
-	for _, m := range missing {
-		t.Logf("  not called: %s", m)
-	}
 
 	for check := range fixtures {
 		if walked[check] == 0 {
@@ -741,6 +841,36 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	if after := ownerView(); after != viewBefore {
 		t.Errorf("A's view of its resources changed:\nbefore:\n%safter:\n%s", viewBefore, after)
+	}
+
+	// ext: the owners pass every skill route that changes state (after the
+	// comparisons above, which these change).
+	sk := "/api/system/skills/owner-skill"
+	kbOwner.OK("PUT", sk+"/share-config", map[string]any{"share_config": ownerSkillShare})
+	kbOwner.OK("PUT", sk+"/enabled", map[string]any{"enabled": true})
+	kbOwner.OK("POST", sk+"/file", map[string]any{"path": "notes.md", "content": "first"})
+	kbOwner.OK("PUT", sk+"/file", map[string]any{"path": "notes.md", "content": "second"})
+	if f := kbOwner.OK("GET", sk+"/file?path=notes.md", nil)["data"].(map[string]any); f["content"] != "second" {
+		t.Errorf("owner's skill file after update: %v", f)
+	}
+	kbOwner.OK("PUT", sk+"/dependencies", map[string]any{"tool_dependencies": []string{}, "mcp_dependencies": []string{}, "skill_dependencies": []string{}})
+	kbOwner.OK("DELETE", sk+"/file?path=notes.md", nil)
+	installed(kbOwner.OK("POST", "/api/skills/install-drafts/"+pendingDraft+"/confirm", map[string]any{"share_config": ownerSkillShare}), 1)
+	installed(kbOwner.OK("POST", "/api/system/skills/delete-batch", map[string]any{"slugs": []string{"owner-pending-skill"}}), 1)
+	kbOwner.OK("DELETE", "/api/skills/install-drafts/"+prepareSkill(kbOwner, "owner-discarded-skill", "discarded"), nil)
+	kbOwner.OK("DELETE", sk, nil)
+	alice.OK("DELETE", "/api/skills/personal/alice-skill", nil)
+	if r := kbOwner.Do("GET", sk+"/tree", nil); r.Status != http.StatusNotFound {
+		t.Errorf("deleted shared skill: %d %s", r.Status, r.Body)
+	}
+	if r := alice.Do("GET", "/api/skills/personal/alice-skill/file?path=SKILL.md", nil); r.Status != http.StatusNotFound {
+		t.Errorf("deleted personal skill: %d %s", r.Status, r.Body)
+	}
+
+	covered, total, missing := cover.summary()
+	t.Logf("route×role pairs called: %d of %d (%d routes × %d roles); never called: %d", covered, total, len(routes), len(suiteRoles), len(missing))
+	for _, m := range missing {
+		t.Logf("  not called: %s", m)
 	}
 }
 

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -91,6 +92,16 @@ type Config struct {
 	// the keyword list, the final answer against keywords and, when on, LLM
 	// moderation.
 	Guard OutputGuard
+	// Budgets, when set, checks the user's and the agent's token budgets
+	// before each model call (budget.go); nil: no budgets.
+	Budgets Budgets
+	// Workspace, when set, reads the user's workspace prompt files
+	// (agents/AGENTS.md, USER.md, MEMORY.md) into the system prompt
+	// (workspace.go); nil (no provisioner): skipped.
+	Workspace WorkspaceFiles
+	// Steers, when set, shows a running sub-agent the steer requests queued
+	// on its parent's thread (steer.go).
+	Steers Steers
 }
 
 // OutputGuard is the content guard on model output (contentguard.Guard).
@@ -206,10 +217,36 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.release(ctx, fmt.Errorf("context of run %s: %w", r.ID, err)) // retried
 	}
+	steers, err := s.childSteers(ctx)
+	if err != nil {
+		return s.release(ctx, fmt.Errorf("steers for sub-agent run %s: %w", r.ID, err)) // retried
+	}
+	msgs = append(msgs, steers...)
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
+	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
+	settle := false
+	if h.cfg.Budgets != nil {
+		var ref *budget.Refusal
+		ref, settle, err = s.admit(ctx, call, msgs)
+		if errors.Is(err, run.ErrLeaseLost) {
+			return nil
+		}
+		if err != nil {
+			return s.release(ctx, err) // retried
+		}
+		if ref != nil {
+			return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: budget.ErrorType, ErrorMessage: ref.Error()})
+		}
+	}
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
+	if settle {
+		// Charged whatever follows: the provider spent the tokens.
+		if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(msgs, out.resp)); serr != nil {
+			h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -241,7 +278,7 @@ func (s *step) execute(ctx context.Context) error {
 // skill activation.
 func (s *step) tools(ctx context.Context) ([]tool.Spec, string, error) {
 	h, c := s.h, s.r.Payload.Context
-	own, mcps, system := c.Tools, c.MCPs, c.SystemPrompt
+	own, mcps, system := c.Tools, c.MCPs, c.SystemPrompt+s.workspacePrompt(ctx)
 	if h.cfg.Skills != nil {
 		tools, more, err := h.cfg.Skills.Executable(ctx, s.r)
 		if err != nil {
@@ -440,7 +477,8 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 	h, r := s.h, s.r
 	calls := toolCalls(out.resp.ToolCalls)
 	u := run.Usage{InputTokens: out.resp.Usage.InputTokens, OutputTokens: out.resp.Usage.OutputTokens,
-		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported}
+		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported,
+		CacheReadTokens: out.resp.Usage.CacheReadTokens, CacheReported: out.resp.Usage.CacheReported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
 	h.crash("step.before_commit")
 	c := run.StepCommit{

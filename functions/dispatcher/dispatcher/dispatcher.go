@@ -50,6 +50,8 @@ type Files interface {
 // failed or cancelled parent cancels its children (shared/subagent).
 type Subagents interface {
 	RunFinished(ctx context.Context, r run.Run) error
+	// ExpireWaits answers subagent_await calls past their timeout (sweep).
+	ExpireWaits(ctx context.Context) (int, error)
 }
 
 // Config tunes the sweeps.
@@ -135,6 +137,13 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 	}
 	for _, rec := range recs {
 		h.log.Info("sweep recovered run", "run", rec.RunID, "action", rec.Action)
+	}
+	if h.cfg.Subagents != nil {
+		if n, err := h.cfg.Subagents.ExpireWaits(ctx); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			h.log.Info("sweep answered timed-out sub-agent waits", "count", n)
+		}
 	}
 	if h.cfg.Files != nil {
 		if err := h.cfg.Files.Sweep(ctx); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
 	"github.com/yuxi-serverless/yuxi/shared/clientaddr"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
@@ -51,6 +52,9 @@ type Deps struct {
 	// Skills are the Skills use cases (nil: the /api/skills and
 	// /api/system/skills routes are not served).
 	Skills *skill.Service
+	// Budgets are the token budgets (nil: the budget routes are not
+	// served and /api/auth/me shows none).
+	Budgets *budget.Service
 	// Hub serves run and request streams; Stream writes cancel signals and end events.
 	Hub    *runstream.Hub
 	Stream *runstream.Writer

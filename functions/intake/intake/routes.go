@@ -249,6 +249,9 @@ func (s *Server) Routes() []Route {
 	if s.d.Skills != nil {
 		rs = append(rs, s.skillRoutes()...)
 	}
+	if s.d.Budgets != nil {
+		rs = append(rs, s.budgetRoutes()...)
+	}
 	return rs
 }
 

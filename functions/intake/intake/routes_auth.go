@@ -54,8 +54,11 @@ func (s *Server) readMe(w http.ResponseWriter, r *http.Request, p auth.Principal
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, u)
-	return nil
+	if s.d.Budgets == nil {
+		writeJSON(w, http.StatusOK, u)
+		return nil
+	}
+	return s.withBudget(w, r, p, u)
 }
 
 func (s *Server) createUser(w http.ResponseWriter, r *http.Request, p auth.Principal) error {

@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/agent"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/compaction"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
@@ -48,6 +49,9 @@ type Kit struct {
 	// Guard is the content guard over the system settings (keywords, and
 	// LLM moderation through core.Models), for model output in agent-step.
 	Guard *contentguard.Guard
+	// Budgets are the per-user and per-agent token budgets (agent-step
+	// checks them before each model call; intake administers them).
+	Budgets *budget.Service
 }
 
 // Open builds the kit on core. The tool registry holds the builtin tools plus
@@ -62,6 +66,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k.Agents = agent.NewStore(core.Pool, func(name string) bool { return k.Tools.Has(name) })
 	k.Threads = thread.NewStore(core.Pool)
 	k.Summaries = compaction.NewStore(core.Pool)
+	k.Budgets = budget.New(core.Pool, 0)
 	k.Subagents = subagent.New(subagent.Deps{Pool: core.Pool, Runs: k.Runs, Agents: k.Agents, Threads: k.Threads, Cancel: core.Stream, Log: core.Log})
 	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
 	base = append(base, k.Subagents.Tools()...)

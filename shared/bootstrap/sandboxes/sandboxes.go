@@ -3,7 +3,7 @@
 // SANDBOX_PROVISIONER_URL, with each user's agent env (/api/user/agent-env)
 // merged in when their sandbox is created.
 //
-// Imported by: the tool-invoke and intake mains.
+// Imported by: the tool-invoke, intake and agent-step mains.
 // May import: shared/blob, shared/bootstrap, shared/bootstrap/parser, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
 package sandboxes
 
@@ -86,4 +86,19 @@ func Outputs(core *bootstrap.Core) func(ctx context.Context, c tool.Call, name s
 		return nil
 	}
 	return sandboxtool.SaveOutput(sb)
+}
+
+// WorkspaceReader reads files of a user's workspace (agent-step's prompt
+// files).
+type WorkspaceReader interface {
+	ReadFile(ctx context.Context, s sandbox.Scope, path string, maxBytes int64) (data []byte, size int64, truncated bool, err error)
+}
+
+// Workspace is Client as a WorkspaceReader: nil (a nil interface, not a
+// nil pointer in one) when no provisioner is configured.
+func Workspace(core *bootstrap.Core) WorkspaceReader {
+	if c := Client(core); c != nil {
+		return c
+	}
+	return nil
 }

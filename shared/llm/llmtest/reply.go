@@ -84,6 +84,13 @@ type Usage struct {
 	PromptTokens     int64 `json:"prompt_tokens"`
 	CompletionTokens int64 `json:"completion_tokens"`
 	TotalTokens      int64 `json:"total_tokens"` // 0: the sum of the other two
+	// PromptTokensDetails, when set, reports cached input tokens.
+	PromptTokensDetails *PromptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// PromptTokensDetails is usage.prompt_tokens_details.
+type PromptTokensDetails struct {
+	CachedTokens int64 `json:"cached_tokens"`
 }
 
 // Text is a reply streaming parts as separate content chunks.

@@ -1,0 +1,85 @@
+package agentstep
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/budget"
+	"github.com/yuxi-serverless/yuxi/shared/compaction"
+	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/run"
+)
+
+// Budgets admits and charges model calls against per-user and per-agent
+// token budgets (*budget.Service).
+type Budgets interface {
+	Reserve(ctx context.Context, c budget.Call, estimate int64) (budget.Decision, *budget.Refusal, error)
+	Settle(ctx context.Context, c budget.Call, used int64) error
+}
+
+// budgetWait bounds how long a step waits for other calls in flight to
+// settle before it gives the step back (redelivered later).
+const budgetWait = 5 * time.Minute
+
+// admit checks the budgets before the step's model call: a nil refusal
+// when the call may go ahead (settle: whether a budget applies and the call
+// must be charged); a refusal when a budget has nothing left. While other
+// calls in flight hold what is left it waits for them, renewing its lease.
+func (s *step) admit(ctx context.Context, c budget.Call, msgs []llm.Message) (ref *budget.Refusal, settle bool, err error) {
+	h := s.h
+	wait, renewed, until := 20*time.Millisecond, time.Now(), time.Now().Add(budgetWait)
+	for {
+		dec, ref, err := h.cfg.Budgets.Reserve(ctx, c, int64(compaction.Estimate(msgs)))
+		switch {
+		case err != nil:
+			return nil, false, err
+		case dec == budget.Unlimited:
+			return nil, false, nil
+		case dec == budget.Admitted:
+			return nil, true, nil
+		case dec == budget.Exhausted:
+			return ref, false, nil
+		}
+		if time.Now().After(until) {
+			return nil, false, fmt.Errorf("token budget busy for %s", budgetWait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false, ctx.Err()
+		case <-t.C:
+		}
+		wait = min(wait*2, 500*time.Millisecond)
+		if time.Since(renewed) > h.cfg.Lease/3 {
+			if err := h.runs.Renew(ctx, s.r.ID, s.owner.Worker, s.owner.Attempt, h.cfg.Lease); err != nil {
+				if errors.Is(err, run.ErrLeaseLost) {
+					return nil, false, err
+				}
+				return nil, false, fmt.Errorf("renew lease while waiting for the token budget: %w", err)
+			}
+			renewed = time.Now()
+		}
+	}
+}
+
+// charged is what a model call costs a budget: the provider's total when it
+// reported usage, otherwise an estimate of the request and the answer.
+func charged(msgs []llm.Message, resp llm.Response) int64 {
+	u := resp.Usage
+	switch {
+	case u.Reported && u.TotalTokens > 0:
+		return u.TotalTokens
+	case u.Reported:
+		return u.InputTokens + u.OutputTokens
+	case resp.Content == "" && len(resp.ToolCalls) == 0:
+		return 0 // no answer: nothing to charge
+	}
+	n := compaction.Estimate(msgs) + compaction.EstimateText(resp.Content)
+	for _, tc := range resp.ToolCalls {
+		n += compaction.EstimateText(tc.Name + tc.Arguments)
+	}
+	return int64(n)
+}
