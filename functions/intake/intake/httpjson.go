@@ -69,6 +69,21 @@ func writeError(w http.ResponseWriter, log *slog.Logger, err error) {
 	writeJSON(w, status, errorBody{Error: errorPayload{Code: fe.Code, Message: fe.Message, Details: fe.Details}, Detail: fe.Message})
 }
 
+// writeSuccess answers the original's {"success": true, "data": …} shape
+// (model providers, skills).
+func writeSuccess(w http.ResponseWriter, data any) {
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": data})
+}
+
+// respond is writeSuccess of data unless err (a use case's two results).
+func respond(w http.ResponseWriter, data any, err error) error {
+	if err != nil {
+		return err
+	}
+	writeSuccess(w, data)
+	return nil
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

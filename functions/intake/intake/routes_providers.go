@@ -21,10 +21,6 @@ func (s *Server) providers() (*modelprovider.Store, error) {
 	return s.d.Providers, nil
 }
 
-func writeSuccess(w http.ResponseWriter, data any) {
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": data})
-}
-
 // withProviders answers {"success": true, "data": …} with what call returns
 // from the store (503 when the deployment has no providers store).
 func (s *Server) withProviders(w http.ResponseWriter, call func(*modelprovider.Store) (any, error)) error {

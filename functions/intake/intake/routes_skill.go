@@ -47,10 +47,6 @@ func (s *Server) skillRoutes() []Route {
 	}
 }
 
-func ok(w http.ResponseWriter, data any) {
-	writeJSON(w, http.StatusOK, map[string]any{"success": true, "data": data})
-}
-
 func okResults(w http.ResponseWriter, rs []skill.Result) {
 	n := 0
 	for _, r := range rs {
@@ -97,11 +93,7 @@ func (s *Server) prepareSkillUpload(w http.ResponseWriter, r *http.Request, p au
 		return failure.New(failure.KindTooLarge, skill.CodeArchiveTooLarge, "the upload is larger than %d bytes", maxSkillUpload)
 	}
 	d, err := s.d.Skills.PrepareUpload(r.Context(), subject(p), part.FileName(), data)
-	if err != nil {
-		return err
-	}
-	ok(w, d)
-	return nil
+	return respond(w, d, err)
 }
 
 type remoteSkillBody struct {
@@ -116,11 +108,7 @@ func (s *Server) listRemoteSkills(w http.ResponseWriter, r *http.Request, p auth
 		return err
 	}
 	out, err := s.d.Skills.RemoteList(r.Context(), in.Source)
-	if err != nil {
-		return err
-	}
-	ok(w, out)
-	return nil
+	return respond(w, out, err)
 }
 
 func (s *Server) searchRemoteSkills(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -129,11 +117,7 @@ func (s *Server) searchRemoteSkills(w http.ResponseWriter, r *http.Request, p au
 		return err
 	}
 	out, err := s.d.Skills.RemoteSearch(r.Context(), in.Query)
-	if err != nil {
-		return err
-	}
-	ok(w, out)
-	return nil
+	return respond(w, out, err)
 }
 
 func (s *Server) prepareRemoteSkills(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -142,11 +126,7 @@ func (s *Server) prepareRemoteSkills(w http.ResponseWriter, r *http.Request, p a
 		return err
 	}
 	d, err := s.d.Skills.RemotePrepare(r.Context(), subject(p), in.Source, in.Skills)
-	if err != nil {
-		return err
-	}
-	ok(w, d)
-	return nil
+	return respond(w, d, err)
 }
 
 type confirmDraftBody struct {
@@ -198,11 +178,7 @@ func (s *Server) discardSkillDraft(w http.ResponseWriter, r *http.Request, p aut
 
 func (s *Server) personalSkillFile(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	f, err := s.d.Skills.PersonalFile(r.Context(), subject(p), r.PathValue("slug"), r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	ok(w, f)
-	return nil
+	return respond(w, f, err)
 }
 
 func (s *Server) deletePersonalSkill(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -215,20 +191,12 @@ func (s *Server) deletePersonalSkill(w http.ResponseWriter, r *http.Request, p a
 
 func (s *Server) skillDependencyOptions(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	o, err := s.d.Skills.Options(r.Context(), subject(p), r.URL.Query().Get("slug"))
-	if err != nil {
-		return err
-	}
-	ok(w, o)
-	return nil
+	return respond(w, o, err)
 }
 
 func (s *Server) builtinSkills(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	vs, err := s.d.Skills.BuiltinViews(r.Context(), subject(p))
-	if err != nil {
-		return err
-	}
-	ok(w, vs)
-	return nil
+	return respond(w, vs, err)
 }
 
 func (s *Server) syncBuiltinSkills(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -246,11 +214,7 @@ func (s *Server) setSkillShareConfig(w http.ResponseWriter, r *http.Request, p a
 		return err
 	}
 	v, err := s.d.Skills.SetShareConfig(r.Context(), subject(p), r.PathValue("slug"), in.ShareConfig)
-	if err != nil {
-		return err
-	}
-	ok(w, v)
-	return nil
+	return respond(w, v, err)
 }
 
 func (s *Server) setSkillEnabled(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
@@ -268,29 +232,17 @@ func (s *Server) setSkillEnabled(w http.ResponseWriter, r *http.Request, p auth.
 		return failure.Unprocessable("invalid_request", "enabled (true or false) is required")
 	}
 	v, err := s.d.Skills.SetEnabled(r.Context(), subject(p), r.PathValue("slug"), *in.Enabled)
-	if err != nil {
-		return err
-	}
-	ok(w, v)
-	return nil
+	return respond(w, v, err)
 }
 
 func (s *Server) skillTree(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	t, err := s.d.Skills.Tree(r.Context(), subject(p), r.PathValue("slug"))
-	if err != nil {
-		return err
-	}
-	ok(w, t)
-	return nil
+	return respond(w, t, err)
 }
 
 func (s *Server) readSkillFile(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	f, err := s.d.Skills.ReadFile(r.Context(), subject(p), r.PathValue("slug"), r.URL.Query().Get("path"))
-	if err != nil {
-		return err
-	}
-	ok(w, f)
-	return nil
+	return respond(w, f, err)
 }
 
 type skillFileBody struct {
@@ -337,11 +289,7 @@ func (s *Server) setSkillDependencies(w http.ResponseWriter, r *http.Request, p 
 		return err
 	}
 	v, err := s.d.Skills.SetDependencies(r.Context(), subject(p), r.PathValue("slug"), in)
-	if err != nil {
-		return err
-	}
-	ok(w, v)
-	return nil
+	return respond(w, v, err)
 }
 
 func (s *Server) deleteSkillFile(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
