@@ -30,6 +30,9 @@ type itemResult struct {
 // are transient (the event is redelivered and the batch redone) unless
 // marked by failure: a failure.Error ends the run as failed.
 func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) error {
+	if IsSuiteRun(runID) {
+		return s.evaluateSuiteBatch(ctx, runID, batch)
+	}
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runCols+` FROM evaluation_runs WHERE run_id = $1`, runID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil

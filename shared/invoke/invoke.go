@@ -228,6 +228,12 @@ func lastUser(msgs []ChatMessage) (int, error) {
 	return -1, failure.Unprocessable("invalid_messages", "messages must contain a user message")
 }
 
+// CheckAgent answers 404 for an agent sub may not use (evaluation suites
+// check their agent with it).
+func (s *Service) CheckAgent(ctx context.Context, sub access.Subject, slug string) error {
+	return s.checkAgent(ctx, sub, slug)
+}
+
 // checkAgent answers 404 for an agent the caller may not use, before any
 // thread is created for it.
 func (s *Service) checkAgent(ctx context.Context, sub access.Subject, slug string) error {

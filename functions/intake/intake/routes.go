@@ -235,6 +235,7 @@ func (s *Server) Routes() []Route {
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
+		rs = append(rs, s.suiteRoutes()...) // routes_suites.go
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)
