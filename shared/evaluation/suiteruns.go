@@ -80,7 +80,7 @@ type SuiteRunInput struct {
 }
 
 // suiteRunConfig freezes su for a run: its items, or the Langfuse
-// dataset's items read now.
+// dataset's items read now, each with the suite's checks before its own.
 func (s *Service) suiteRunConfig(ctx context.Context, su Suite) (SuiteRunConfig, error) {
 	cfg := SuiteRunConfig{AgentSlug: su.AgentSlug, ModelSpec: su.ModelSpec, JudgeLLM: su.JudgeLLM, Concurrency: su.Concurrency,
 		TimeoutSeconds: su.TimeoutSeconds, LangfuseDataset: su.LangfuseDataset, Items: su.Items}
@@ -89,20 +89,22 @@ func (s *Service) suiteRunConfig(ctx context.Context, su Suite) (SuiteRunConfig,
 			return cfg, failure.Unprocessable("langfuse_unconfigured", "the suite reads a Langfuse dataset but LANGFUSE_* is not configured")
 		}
 		items, err := s.langfuse.DatasetItems(ctx, *su.LangfuseDataset)
+		if _, coded := failure.As(err); err != nil && !coded {
+			return cfg, failure.New(failure.KindUnavailable, "langfuse_unavailable", "reading the Langfuse dataset: %v", err)
+		}
 		if err != nil {
 			return cfg, err
 		}
 		if len(items) > MaxSuiteItems {
 			items = items[:MaxSuiteItems]
 		}
-		// The suite's own items' checks apply to every dataset item (the
-		// dataset carries input and expected output only).
-		var common []Check
-		for _, it := range su.Items {
-			common = append(common, it.Checks...)
-		}
-		for i := range items {
-			items[i].Checks = append(items[i].Checks, common...)
+		cfg.Items = items
+	}
+	if len(su.Checks) > 0 {
+		items := make([]SuiteItem, len(cfg.Items))
+		for i, it := range cfg.Items {
+			it.Checks = append(append([]Check{}, su.Checks...), it.Checks...)
+			items[i] = it
 		}
 		cfg.Items = items
 	}

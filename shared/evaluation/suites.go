@@ -67,13 +67,15 @@ type SuiteItem struct {
 	LangfuseItemID string `json:"langfuse_item_id,omitempty"`
 }
 
-// Suite is an agent evaluation suite.
+// Suite is an agent evaluation suite. Checks apply to every item besides
+// its own (the way to check a Langfuse dataset's items).
 type Suite struct {
 	SuiteID         string      `json:"suite_id"`
 	Name            string      `json:"name"`
 	Description     string      `json:"description"`
 	AgentSlug       string      `json:"agent_slug"`
 	Items           []SuiteItem `json:"items"`
+	Checks          []Check     `json:"checks"`
 	LangfuseDataset *string     `json:"langfuse_dataset"`
 	Concurrency     int         `json:"concurrency"`
 	TimeoutSeconds  int         `json:"timeout_seconds"`
@@ -90,6 +92,7 @@ type SuiteInput struct {
 	Description     *string      `json:"description"`
 	AgentSlug       *string      `json:"agent_slug"`
 	Items           *[]SuiteItem `json:"items"`
+	Checks          *[]Check     `json:"checks"`
 	LangfuseDataset *string      `json:"langfuse_dataset"`
 	Concurrency     *int         `json:"concurrency"`
 	TimeoutSeconds  *int         `json:"timeout_seconds"`
@@ -103,15 +106,18 @@ const (
 	MaxSuiteItemBytes = 64 << 10
 )
 
-const suiteCols = `suite_id, name, description, agent_slug, items, langfuse_dataset, concurrency, timeout_seconds, model_spec, judge_llm,
+const suiteCols = `suite_id, name, description, agent_slug, items, checks, langfuse_dataset, concurrency, timeout_seconds, model_spec, judge_llm,
 	created_by, created_at, updated_at`
 
 func scanSuite(row pgx.Row) (Suite, error) {
 	var s Suite
-	err := row.Scan(&s.SuiteID, &s.Name, &s.Description, &s.AgentSlug, &s.Items, &s.LangfuseDataset, &s.Concurrency, &s.TimeoutSeconds,
+	err := row.Scan(&s.SuiteID, &s.Name, &s.Description, &s.AgentSlug, &s.Items, &s.Checks, &s.LangfuseDataset, &s.Concurrency, &s.TimeoutSeconds,
 		&s.ModelSpec, &s.JudgeLLM, &s.CreatedBy, &s.CreatedAt, &s.UpdatedAt)
 	if s.Items == nil {
 		s.Items = []SuiteItem{}
+	}
+	if s.Checks == nil {
+		s.Checks = []Check{}
 	}
 	return s, err
 }
@@ -128,6 +134,9 @@ func applySuite(s *Suite, in SuiteInput) {
 	}
 	if in.Items != nil {
 		s.Items = *in.Items
+	}
+	if in.Checks != nil {
+		s.Checks = *in.Checks
 	}
 	if in.LangfuseDataset != nil {
 		if d := strings.TrimSpace(*in.LangfuseDataset); d != "" {
@@ -174,6 +183,12 @@ func (s *Service) validateSuite(ctx context.Context, sub access.Subject, su *Sui
 		return failure.New(failure.KindUnavailable, "agent_evaluation_unavailable", "agent evaluation is not configured on this server")
 	}
 	judged := false
+	for j, c := range su.Checks {
+		if err := c.validate(); err != nil {
+			return failure.Invalid("invalid_check", "suite check %d: %v", j, err)
+		}
+		judged = judged || c.Type == CheckJudge
+	}
 	for i := range su.Items {
 		it := &su.Items[i]
 		if strings.TrimSpace(it.Input) == "" {
@@ -202,15 +217,16 @@ func (s *Service) validateSuite(ctx context.Context, sub access.Subject, su *Sui
 
 // CreateSuite adds a suite of sub's.
 func (s *Service) CreateSuite(ctx context.Context, sub access.Subject, in SuiteInput) (Suite, error) {
-	su := Suite{Concurrency: 4, TimeoutSeconds: 300, Items: []SuiteItem{}}
+	su := Suite{Concurrency: 4, TimeoutSeconds: 300, Items: []SuiteItem{}, Checks: []Check{}}
 	applySuite(&su, in)
 	if err := s.validateSuite(ctx, sub, &su); err != nil {
 		return Suite{}, err
 	}
 	items, _ := json.Marshal(su.Items)
-	return scanSuite(s.pool.QueryRow(ctx, `INSERT INTO evaluation_suites (suite_id, name, description, agent_slug, items, langfuse_dataset,
-		concurrency, timeout_seconds, model_spec, judge_llm, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11) RETURNING `+suiteCols,
-		newID("suite_", 6), su.Name, su.Description, su.AgentSlug, items, su.LangfuseDataset, su.Concurrency, su.TimeoutSeconds,
+	checks, _ := json.Marshal(su.Checks)
+	return scanSuite(s.pool.QueryRow(ctx, `INSERT INTO evaluation_suites (suite_id, name, description, agent_slug, items, checks, langfuse_dataset,
+		concurrency, timeout_seconds, model_spec, judge_llm, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12) RETURNING `+suiteCols,
+		newID("suite_", 6), su.Name, su.Description, su.AgentSlug, items, checks, su.LangfuseDataset, su.Concurrency, su.TimeoutSeconds,
 		su.ModelSpec, su.JudgeLLM, sub.UID))
 }
 
@@ -253,10 +269,11 @@ func (s *Service) UpdateSuite(ctx context.Context, sub access.Subject, id string
 		return Suite{}, err
 	}
 	items, _ := json.Marshal(su.Items)
+	checks, _ := json.Marshal(su.Checks)
 	return scanSuite(s.pool.QueryRow(ctx, `UPDATE evaluation_suites SET name = $2, description = $3, agent_slug = $4, items = $5,
-		langfuse_dataset = $6, concurrency = $7, timeout_seconds = $8, model_spec = $9, judge_llm = $10, updated_at = now()
+		langfuse_dataset = $6, concurrency = $7, timeout_seconds = $8, model_spec = $9, judge_llm = $10, checks = $11, updated_at = now()
 		WHERE suite_id = $1 RETURNING `+suiteCols,
-		id, su.Name, su.Description, su.AgentSlug, items, su.LangfuseDataset, su.Concurrency, su.TimeoutSeconds, su.ModelSpec, su.JudgeLLM))
+		id, su.Name, su.Description, su.AgentSlug, items, su.LangfuseDataset, su.Concurrency, su.TimeoutSeconds, su.ModelSpec, su.JudgeLLM, checks))
 }
 
 // DeleteSuite deletes a suite of sub's with its runs and schedules.

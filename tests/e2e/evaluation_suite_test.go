@@ -264,3 +264,127 @@ func TestAgentEvaluationSuite(t *testing.T) {
 		t.Errorf("schedule after its suite was deleted: %d %s", r.Status, r.Body)
 	}
 }
+
+// fakeLangfuse serves the three public API endpoints suites use, checking
+// Basic auth, and records what is written.
+type fakeLangfuse struct {
+	mu        sync.Mutex
+	ingested  []map[string]any
+	runItems  []map[string]any
+	itemReads int
+}
+
+func (f *fakeLangfuse) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if u, p, ok := r.BasicAuth(); !ok || u != "pk-test" || p != "sk-test" {
+		w.WriteHeader(http.StatusUnauthorized)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case r.Method == "GET" && r.URL.Path == "/api/public/dataset-items":
+		f.itemReads++
+		if r.URL.Query().Get("datasetName") != "capitals" {
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = w.Write([]byte(`{"message":"dataset not found"}`))
+			return
+		}
+		page := r.URL.Query().Get("page")
+		items := map[string]string{
+			"1": `[{"id":"lf-item-1","status":"ACTIVE","input":{"question":"What is the capital of France?"},"expectedOutput":"Paris"},
+			       {"id":"lf-item-archived","status":"ARCHIVED","input":"ignored"}]`,
+			"2": `[{"id":"lf-item-2","status":"ACTIVE","input":"something obscure","expectedOutput":{"output":"Paris"}}]`,
+		}[page]
+		if items == "" {
+			items = "[]"
+		}
+		fmt.Fprintf(w, `{"data":%s,"meta":{"page":%s,"limit":100,"totalItems":3,"totalPages":2}}`, items, page)
+	case r.Method == "POST" && r.URL.Path == "/api/public/ingestion":
+		var body struct {
+			Batch []map[string]any `json:"batch"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.ingested = append(f.ingested, body.Batch...)
+		w.WriteHeader(http.StatusMultiStatus)
+		_, _ = w.Write([]byte(`{"successes":[],"errors":[]}`))
+	case r.Method == "POST" && r.URL.Path == "/api/public/dataset-run-items":
+		var body map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		f.runItems = append(f.runItems, body)
+		_, _ = w.Write([]byte(`{"id":"dri"}`))
+	default:
+		w.WriteHeader(http.StatusNotFound)
+	}
+}
+
+// With LANGFUSE_* configured, a suite reads its items from a Langfuse
+// dataset (paged, archived items skipped, the input's question field) when
+// a run starts, applies the suite's checks to each, and writes the results
+// back as an experiment: a trace and scores per item, and a dataset run
+// item linking each trace to its dataset item under the run's name.
+func TestAgentEvaluationSuiteFromLangfuse(t *testing.T) {
+	t.Parallel()
+	lf := &fakeLangfuse{}
+	srv := httptest.NewServer(lf)
+	t.Cleanup(srv.Close)
+	p := testkit.StartLocal(t, testkit.Env{"LANGFUSE_BASE_URL": srv.URL, "LANGFUSE_PUBLIC_KEY": "pk-test", "LANGFUSE_SECRET_KEY": "sk-test"})
+	c := p.Admin
+	p.LLM.Handle(suiteModel)
+
+	suiteID := c.Data("POST", "/api/evaluation/suites", map[string]any{"name": "from langfuse", "agent_slug": "default-chatbot",
+		"langfuse_dataset": "capitals", "checks": []map[string]any{{"type": "contains", "value": "paris"}}}).(map[string]any)["suite_id"].(string)
+	runID := c.Data("POST", "/api/evaluation/suites/"+suiteID+"/runs", map[string]any{"name": "lf-experiment-1"}).(map[string]any)["run_id"].(string)
+	run := c.WaitSuiteRun(suiteID, runID, 90*time.Second)
+	if run["status"] != "completed" || run["total_items"] != 2.0 || run["overall_score"] != 0.5 {
+		t.Fatalf("run: %v", run)
+	}
+	items := run["items"].([]any)
+	i0, i1 := items[0].(map[string]any), items[1].(map[string]any)
+	if i0["input"] != "What is the capital of France?" || i0["expected_output"] != "Paris" || i0["passed"] != true ||
+		i1["input"] != "something obscure" || i1["passed"] != false {
+		t.Fatalf("items: %v / %v", i0, i1)
+	}
+	lf.mu.Lock()
+	defer lf.mu.Unlock()
+	traces, scores := map[string]map[string]any{}, map[string]float64{}
+	for _, ev := range lf.ingested {
+		body := ev["body"].(map[string]any)
+		switch ev["type"] {
+		case "trace-create":
+			traces[body["id"].(string)] = body
+		case "score-create":
+			scores[body["traceId"].(string)+"/"+body["name"].(string)] = body["value"].(float64)
+		}
+	}
+	if len(traces) != 2 || len(lf.runItems) != 2 {
+		t.Fatalf("written back: %d traces, %d run items: %v", len(traces), len(lf.runItems), lf.runItems)
+	}
+	byItem := map[string]string{}
+	for _, ri := range lf.runItems {
+		if ri["runName"] != "lf-experiment-1" {
+			t.Errorf("run item: %v", ri)
+		}
+		byItem[ri["datasetItemId"].(string)] = ri["traceId"].(string)
+	}
+	tr := traces[byItem["lf-item-1"]]
+	if tr == nil || tr["output"] != "Paris" || scores[byItem["lf-item-1"]+"/passed"] != 1 || scores[byItem["lf-item-2"]+"/passed"] != 0 {
+		t.Errorf("trace of lf-item-1: %v; scores %v", tr, scores)
+	}
+	if meta := tr["metadata"].(map[string]any); meta["source"] != "agent_evaluation" || meta["evaluation_dataset_item_id"] != "lf-item-1" {
+		t.Errorf("trace metadata: %v", meta)
+	}
+	// The agent runs carry the evaluation context of the dataset item.
+	ar := c.OK("GET", "/api/agent/runs/"+i0["agent_run_id"].(string), nil)["run"].(map[string]any)
+	if ar["source"] != "agent_evaluation" {
+		t.Errorf("agent run source: %v", ar["source"])
+	}
+	// An unknown dataset is a 422 with a code when a run starts.
+	c.Data("PUT", "/api/evaluation/suites/"+suiteID, map[string]any{"langfuse_dataset": "missing"})
+	lf.mu.Unlock()
+	r := c.Do("POST", "/api/evaluation/suites/"+suiteID+"/runs", map[string]any{})
+	lf.mu.Lock()
+	if r.Status != 422 || r.Code() != "langfuse_not_found" {
+		t.Errorf("missing dataset: %d %s", r.Status, r.Body)
+	}
+}

@@ -14,6 +14,8 @@ CREATE TABLE evaluation_suites (
     agent_slug       text NOT NULL,
     -- [{input, expected_output?, checks: [{type, …}]}]
     items            jsonb NOT NULL DEFAULT '[]',
+    -- Checks applied to every item (besides its own), e.g. to a Langfuse dataset's.
+    checks           jsonb NOT NULL DEFAULT '[]',
     langfuse_dataset text,
     concurrency      int NOT NULL DEFAULT 4 CHECK (concurrency BETWEEN 1 AND 32),
     timeout_seconds  int NOT NULL DEFAULT 300 CHECK (timeout_seconds BETWEEN 1 AND 3600),
