@@ -265,18 +265,20 @@ func (s *Service) evaluateSuiteBatch(ctx context.Context, runID string, batch in
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
+		var b pgx.Batch
 		for _, it := range results {
 			traj, _ := json.Marshal(it.Trajectory)
 			if it.Trajectory == nil {
 				traj = nil
 			}
 			checks, _ := json.Marshal(it.Checks)
-			if _, err := tx.Exec(ctx, `INSERT INTO evaluation_suite_run_items (run_id, item_index, input, expected_output, status, output,
+			b.Queue(`INSERT INTO evaluation_suite_run_items (run_id, item_index, input, expected_output, status, output,
 				agent_run_id, thread_id, trajectory, checks, judge_score, passed, error) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13)
 				ON CONFLICT (run_id, item_index) DO NOTHING`, runID, it.ItemIndex, it.Input, it.ExpectedOutput, it.Status, it.Output,
-				it.AgentRunID, it.ThreadID, traj, checks, it.JudgeScore, it.Passed, it.Error); err != nil {
-				return err
-			}
+				it.AgentRunID, it.ThreadID, traj, checks, it.JudgeScore, it.Passed, it.Error)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
 		}
 		if (batch+1)*r.batchSize < r.TotalItems {
 			return emit(batchEvent(runID, batch+1))
