@@ -12,7 +12,8 @@
 // wait is bounded by Config.SyncWait (YUXI_SYNC_WAIT); past it the caller
 // gets ErrWaitTimeout (504) and the run goes on, its result fetchable later.
 //
-// Imported by: functions/intake, tests. May import: shared/queue,
+// Imported by: functions/intake, shared/evaluation (suites run samples through
+// it), shared/bootstrap/chat, tests. May import: shared/queue,
 // shared/run, shared/thread, shared/agent, shared/access, shared/runstream,
 // shared/failure, shared/llm.
 package invoke

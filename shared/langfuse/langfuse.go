@@ -9,8 +9,8 @@
 // batch) updates the same trace, scores and run items instead of adding
 // new ones.
 //
-// Imported by: shared/bootstrap/knowledge (built when LANGFUSE_* is set),
-// tests. May import: shared/evaluation, shared/failure.
+// Imported by: shared/bootstrap/knowledge (built when LANGFUSE_* is set).
+// May import: shared/evaluation, shared/failure.
 package langfuse
 
 import (
