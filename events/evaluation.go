@@ -40,10 +40,13 @@ func (EvaluationTick) EventType() string { return TypeEvaluationTick }
 
 // EvaluationRegressed: run RunID of schedule ScheduleID scored Value on
 // Metric against Baseline (from run BaselineRunID, or pinned) with Tolerance.
+// The run is a RAG run of knowledge base KBID or a run of agent evaluation
+// suite SuiteID.
 type EvaluationRegressed struct {
 	RunID         string  `json:"run_id"`
 	ScheduleID    string  `json:"schedule_id"`
-	KBID          string  `json:"kb_id"`
+	KBID          string  `json:"kb_id,omitempty"`
+	SuiteID       string  `json:"suite_id,omitempty"`
 	Metric        string  `json:"metric"`
 	Value         float64 `json:"value"`
 	Baseline      float64 `json:"baseline"`

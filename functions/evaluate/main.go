@@ -11,6 +11,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/functions/evaluate/evaluate"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
@@ -40,7 +41,9 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 		return err
 	}
 	router := core.Router("evaluate")
-	evaluate.New(know.Evaluation(), evaluate.Config{Crash: cfg.Crasher()}, core.Log).Register(router)
+	// Agent evaluation suites run samples through the normal run path and wait on the runs' streams.
+	evals := know.Evaluation().WithAgents(chat.Open(core).Invoker(core, core.RunHub(ctx)))
+	evaluate.New(evals, evaluate.Config{Crash: cfg.Crasher()}, core.Log).Register(router)
 	go core.Relay.Run(ctx) //nolint:errcheck // ends with ctx
 	return faas.Serve(ctx, faas.ServeOptions{Runtime: rt, Addr: ":" + cfg.Port, Router: router, OnReady: bootstrap.Ready("evaluate")})
 }

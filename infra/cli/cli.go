@@ -2,7 +2,8 @@
 // login with an API key, whoami, status, logout, a local chat page that
 // proxies an agent with the stored key (chat), and knowledge bases (list,
 // query, open and find in a document, upload of files and directories — resumable by content hash, with
-// a bounded number of uploads in flight). Login takes an API key or runs
+// a bounded number of uploads in flight), and agent evaluation (a stored
+// suite, or a local JSONL of samples through the blocking eval route). Login takes an API key or runs
 // the device-code flow with a browser. Configuration lives in
 // ~/.yuxi/config.toml (0600). Errors are one line on stderr and a non-zero
 // exit; --json prints machine-readable output for scripts.
@@ -52,6 +53,9 @@ const usage = `usage: yuxi [--json] [--remote NAME] <command>
   kb upload KB_ID PATH... [--concurrency 1-300] [--include-ext md,txt,…]
   kb open KB_ID FILE_ID [--offset N] [--limit N]
   kb find KB_ID FILE_ID PATTERN... [--regex] [--case-sensitive]
+  agent eval --suite SUITE_ID [--experiment-name NAME] [--timeout-seconds N]
+  agent eval --file SAMPLES.jsonl --agent-slug SLUG [--max-concurrency N] [--timeout-seconds N] [--experiment-name NAME]
+                           run an evaluation, print each item and a summary; exit 1 when any item failed
 `
 
 // app is one invocation.
@@ -156,6 +160,11 @@ func (a *app) dispatch(ctx context.Context, args []string) error {
 			return a.kbFind(ctx, args[2:])
 		}
 		return usagef("unknown kb command %q", sub)
+	case "agent":
+		if sub == "eval" {
+			return a.agentEval(ctx, args[2:])
+		}
+		return usagef("unknown agent command %q", sub)
 	case "help", "-h", "--help":
 		fmt.Fprint(a.env.Stdout, usage)
 		return nil

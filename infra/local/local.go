@@ -180,7 +180,9 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 		indexdoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 
 	stepRouter, toolRouter, dispRouter := app.Router("agent-step"), app.Router("tool-invoke"), app.Router("dispatcher")
-	evals := k.Evaluation()
+	hub := core.NewHub()
+	// Agent evaluation suites run samples through the normal run path, waiting on the API's hub.
+	evals := k.Evaluation().WithAgents(kit.Invoker(core, hub))
 	eval := evaluate.New(evals, evaluate.Config{Crash: crash}, core.Log)
 
 	builder := k.GraphBuilder(nil, crash)
@@ -196,7 +198,6 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	eval.Register(evalRouter)
 	bus.set(outbox.NewLocalBus(stepRouter, toolRouter, dispRouter, parseRouter, indexRouter, evalRouter, graphRouter))
 
-	hub := core.NewHub()
 	api := intake.New(intake.Deps{Auth: id.Auth, Agents: kit.Agents, Threads: kit.Threads, Queue: kit.Queue,
 		Runs: kit.Runs, Tools: kit.Tools, MCP: mcps, Hub: hub, Stream: core.Stream, Log: core.Log, MaxBodyBytes: cfg.MaxBodyBytes,
 		SSEHeartbeat: cfg.SSEHeartbeat, SSEMaxDuration: cfg.SSEMaxDuration, SyncWait: cfg.SyncWait, KBs: k.KBs, Retriever: k.Retriever, Blob: k.Blob, Keyword: k.Keyword, Vectors: k.Vectors,

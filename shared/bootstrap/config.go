@@ -175,12 +175,15 @@ type Config struct {
 	// Web tools (shared/webtool): web_search with Tavily or Doubao search,
 	// chosen by WEB_SEARCH_PROVIDER or by which key is set; web_fetch unless
 	// YUXI_WEB_FETCH=off. The base URLs are for tests and proxies.
-	WebSearchProvider   string // WEB_SEARCH_PROVIDER
-	TavilyAPIKey        string // TAVILY_API_KEY
-	TavilyBaseURL       string // TAVILY_BASE_URL
-	DoubaoSearchAPIKey  string // DOUBAO_SEARCH_API_KEY
-	DoubaoSearchBaseURL string // DOUBAO_SEARCH_BASE_URL
-	WebFetchOff         bool   // YUXI_WEB_FETCH=off
+	WebSearchProvider string // WEB_SEARCH_PROVIDER
+	TavilyAPIKey      string // TAVILY_API_KEY
+	TavilyBaseURL     string // TAVILY_BASE_URL
+	// Langfuse (agent evaluation suites read datasets and write experiments):
+	// LANGFUSE_PUBLIC_KEY, LANGFUSE_SECRET_KEY, LANGFUSE_BASE_URL (all three, or none).
+	LangfusePublicKey, LangfuseSecretKey, LangfuseBaseURL string
+	DoubaoSearchAPIKey                                    string // DOUBAO_SEARCH_API_KEY
+	DoubaoSearchBaseURL                                   string // DOUBAO_SEARCH_BASE_URL
+	WebFetchOff                                           bool   // YUXI_WEB_FETCH=off
 	// SkillSourceHosts is YUXI_SKILL_SOURCE_HOSTS: the hosts remote skill
 	// sources may name (comma-separated "host", "host:port", or
 	// "http://host:port" to allow plain http from that origin); unset:
@@ -251,6 +254,9 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		WebSearchProvider:     getenv("WEB_SEARCH_PROVIDER"),
 		TavilyAPIKey:          getenv("TAVILY_API_KEY"),
 		TavilyBaseURL:         getenv("TAVILY_BASE_URL"),
+		LangfusePublicKey:     getenv("LANGFUSE_PUBLIC_KEY"),
+		LangfuseSecretKey:     getenv("LANGFUSE_SECRET_KEY"),
+		LangfuseBaseURL:       or(getenv("LANGFUSE_BASE_URL"), getenv("LANGFUSE_HOST")),
 		DoubaoSearchAPIKey:    getenv("DOUBAO_SEARCH_API_KEY"),
 		DoubaoSearchBaseURL:   getenv("DOUBAO_SEARCH_BASE_URL"),
 		WebFetchOff:           getenv("YUXI_WEB_FETCH") == "off",

@@ -30,6 +30,9 @@ type itemResult struct {
 // are transient (the event is redelivered and the batch redone) unless
 // marked by failure: a failure.Error ends the run as failed.
 func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) error {
+	if IsSuiteRun(runID) {
+		return s.evaluateSuiteBatch(ctx, runID, batch)
+	}
 	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runCols+` FROM evaluation_runs WHERE run_id = $1`, runID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil
@@ -57,16 +60,19 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 		if tag.RowsAffected() == 0 {
 			return nil // raced by another delivery of this batch, or the run ended
 		}
+		// One round trip for the batch's rows.
+		var b pgx.Batch
 		for _, res := range results {
 			gold, _ := json.Marshal(res.item.GoldChunkIDs)
 			ret, _ := json.Marshal(res.retrieved)
 			met, _ := json.Marshal(res.metrics)
-			if _, err := tx.Exec(ctx, `INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
+			b.Queue(`INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
 				gold_answer, generated_answer, retrieved_chunks, metrics) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
 				ON CONFLICT (run_id, item_index) DO NOTHING`,
-				runID, res.item.ItemIndex, res.item.ItemID, res.item.Query, gold, res.item.GoldAnswer, res.answer, ret, met); err != nil {
-				return err
-			}
+				runID, res.item.ItemIndex, res.item.ItemID, res.item.Query, gold, res.item.GoldAnswer, res.answer, ret, met)
+		}
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return err
 		}
 		if (batch+1)*r.batchSize < r.TotalItems {
 			return emit(batchEvent(runID, batch+1))

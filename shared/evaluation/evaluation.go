@@ -17,11 +17,17 @@
 // knowledge base (shared/kb): reads need read access, changes manage access;
 // a KB the caller cannot read is indistinguishable from a missing one.
 //
+// Agent evaluation suites (suites.go, suiteruns.go) run their items through
+// the normal run path (shared/invoke, source agent_evaluation) in the same
+// checkpointed batches, driven by the same event (a suite run's id starts
+// with srun_); their schedules, gates and history share the RAG runs'.
+//
 // Imported by: functions/intake (routes), shared/bootstrap/knowledge (which
 // builds it for the mains of intake and evaluate, and infra/local), tests.
-// May import: events, shared/access, shared/failure, shared/kb, shared/llm,
-// shared/outbox, shared/postgres, shared/retrievaleval, pgx, robfig/cron (the
-// schedules' cron parser).
+// May import: events, shared/access, shared/failure, shared/invoke,
+// shared/kb, shared/llm, shared/netguard, shared/outbox, shared/postgres,
+// shared/retrievaleval, pgx, robfig/cron (the schedules' cron parser), the
+// json schema validator (json_schema checks).
 package evaluation
 
 import (
@@ -36,6 +42,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/netguard"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
 )
 
@@ -91,17 +98,28 @@ type Deps struct {
 	Models    Models
 	Config    Config
 	Log       *slog.Logger
+	// Agents runs agent evaluation samples (set later with WithAgents where
+	// the run path is built after the service).
+	Agents Agents
+	// Langfuse reads suite items from Langfuse datasets and writes results
+	// back as experiments (nil: LANGFUSE_* not configured).
+	Langfuse Langfuse
+	// Outbound is the SSRF-guarded client of regression webhooks.
+	Outbound *netguard.Guard
 }
 
 // Service is the evaluation use cases.
 type Service struct {
-	pool   *pgxpool.Pool
-	ob     Outbox
-	kbs    KBs
-	ret    Retriever
-	models Models
-	cfg    Config
-	log    *slog.Logger
+	pool     *pgxpool.Pool
+	ob       Outbox
+	kbs      KBs
+	ret      Retriever
+	models   Models
+	cfg      Config
+	log      *slog.Logger
+	agents   Agents
+	langfuse Langfuse
+	guard    *netguard.Guard
 }
 
 // New returns the use cases over d.
@@ -115,7 +133,8 @@ func New(d Deps) *Service {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	return &Service{pool: d.Pool, ob: d.Outbox, kbs: d.KBs, ret: d.Retriever, models: d.Models, cfg: d.Config, log: d.Log}
+	return &Service{pool: d.Pool, ob: d.Outbox, kbs: d.KBs, ret: d.Retriever, models: d.Models, cfg: d.Config, log: d.Log,
+		agents: d.Agents, langfuse: d.Langfuse, guard: d.Outbound}
 }
 
 func (s *Service) crash(point string) {
@@ -129,3 +148,25 @@ func newID(prefix string, n int) string {
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
+
+// Langfuse is the Langfuse public API as suites use it (shared/langfuse).
+type Langfuse interface {
+	// DatasetItems reads a dataset's active items: input text (input, or
+	// its query/question/prompt field) and expected output.
+	DatasetItems(ctx context.Context, dataset string) ([]SuiteItem, error)
+	// WriteBack records results of a suite run as an experiment (a dataset
+	// run named after the suite run) with a trace and scores per item.
+	WriteBack(ctx context.Context, e Experiment) error
+}
+
+// Experiment is a batch of suite run results for Langfuse.
+type Experiment struct {
+	Dataset   string
+	RunName   string
+	RunID     string
+	AgentSlug string
+	Items     []SuiteRunItem
+}
+
+// LangfuseItemID is the Langfuse dataset item an item result is of.
+func (it SuiteRunItem) LangfuseItemID() string { return it.langfuseItemID }

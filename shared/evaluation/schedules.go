@@ -31,14 +31,18 @@ type Gate struct {
 	Tolerance   float64 `json:"tolerance"`
 }
 
-// Schedule runs a RAG evaluation template on a cron schedule.
+// Schedule runs a RAG evaluation template (kb_id, dataset_id,
+// model_config) or an agent evaluation suite (suite_id) on a cron schedule;
+// WebhookURL, when set, is told of regressions.
 type Schedule struct {
 	ScheduleID  string          `json:"schedule_id"`
-	KBID        string          `json:"kb_id"`
+	KBID        string          `json:"kb_id,omitempty"`
+	SuiteID     string          `json:"suite_id,omitempty"`
+	WebhookURL  string          `json:"webhook_url,omitempty"`
 	Name        string          `json:"name"`
 	Cron        string          `json:"cron"`
 	Timezone    string          `json:"timezone"`
-	DatasetID   string          `json:"dataset_id"`
+	DatasetID   string          `json:"dataset_id,omitempty"`
 	ModelConfig json.RawMessage `json:"model_config"`
 	Gate        *Gate           `json:"gate"`
 	Enabled     bool            `json:"enabled"`
@@ -48,9 +52,12 @@ type Schedule struct {
 }
 
 // ScheduleInput creates or changes a schedule (absent fields keep their
-// value on change). Target: a RAG run template (kb_id, dataset_id, model_config).
+// value on change). Target: a RAG run template (kb_id, dataset_id,
+// model_config) or a suite (suite_id), fixed at creation.
 type ScheduleInput struct {
 	KBID        string          `json:"kb_id"`
+	SuiteID     string          `json:"suite_id"`
+	WebhookURL  *string         `json:"webhook_url"`
 	Name        *string         `json:"name"`
 	Cron        *string         `json:"cron"`
 	Timezone    *string         `json:"timezone"`
@@ -98,12 +105,13 @@ func (g *Gate) check() error {
 	return nil
 }
 
-const scheduleCols = `schedule_id, kb_id, name, cron, timezone, dataset_id, model_config, gate, enabled, created_by, created_at, updated_at`
+const scheduleCols = `schedule_id, COALESCE(kb_id, ''), COALESCE(suite_id, ''), COALESCE(webhook_url, ''), name, cron, timezone,
+	COALESCE(dataset_id, ''), model_config, gate, enabled, created_by, created_at, updated_at`
 
 func scanSchedule(row pgx.Row) (Schedule, error) {
 	var s Schedule
 	var gate []byte
-	err := row.Scan(&s.ScheduleID, &s.KBID, &s.Name, &s.Cron, &s.Timezone, &s.DatasetID, &s.ModelConfig, &gate, &s.Enabled,
+	err := row.Scan(&s.ScheduleID, &s.KBID, &s.SuiteID, &s.WebhookURL, &s.Name, &s.Cron, &s.Timezone, &s.DatasetID, &s.ModelConfig, &gate, &s.Enabled,
 		&s.CreatedBy, &s.CreatedAt, &s.UpdatedAt)
 	if len(gate) > 0 && string(gate) != "null" {
 		s.Gate = &Gate{}
@@ -112,11 +120,21 @@ func scanSchedule(row pgx.Row) (Schedule, error) {
 	return s, err
 }
 
-// validate checks a schedule against its KB: cron and zone, the dataset of
-// the KB, the model_config as a run would resolve it, the gate.
+// validate checks a schedule against its target: cron and zone, the
+// webhook, the gate and, for a RAG template, the dataset of the KB and the
+// model_config as a run would resolve it.
 func (s *Service) validateSchedule(ctx context.Context, k kb.KB, sc *Schedule) error {
 	if _, _, err := parseCron(sc.Cron, sc.Timezone); err != nil {
 		return err
+	}
+	if err := s.checkWebhook(ctx, sc.WebhookURL); err != nil {
+		return err
+	}
+	if sc.SuiteID != "" {
+		if sc.Gate != nil && sc.Gate.Metric == "" {
+			sc.Gate.Metric = "pass_rate"
+		}
+		return sc.Gate.check()
 	}
 	if _, err := s.dataset(ctx, nil, sc.DatasetID, k.KBID); err != nil {
 		return err
@@ -127,24 +145,38 @@ func (s *Service) validateSchedule(ctx context.Context, k kb.KB, sc *Schedule) e
 	return sc.Gate.check()
 }
 
-// CreateSchedule adds a schedule on a KB sub may manage.
+// CreateSchedule adds a schedule on a KB sub may manage, or on a suite of sub's.
 func (s *Service) CreateSchedule(ctx context.Context, sub access.Subject, in ScheduleInput) (Schedule, error) {
-	k, err := s.kbs.GetManaged(ctx, sub, in.KBID)
-	if err != nil {
-		return Schedule{}, err
+	var k kb.KB
+	switch {
+	case in.SuiteID != "" && in.KBID != "":
+		return Schedule{}, failure.Invalid("invalid_schedule", "a schedule targets either a kb_id (with a dataset_id) or a suite_id")
+	case in.SuiteID != "":
+		if _, err := s.suite(ctx, sub, in.SuiteID); err != nil {
+			return Schedule{}, err
+		}
+	default:
+		var err error
+		if k, err = s.kbs.GetManaged(ctx, sub, in.KBID); err != nil {
+			return Schedule{}, err
+		}
 	}
-	sc := Schedule{KBID: in.KBID, Timezone: "UTC", ModelConfig: json.RawMessage("{}"), Enabled: true, Gate: in.Gate}
+	sc := Schedule{KBID: in.KBID, SuiteID: in.SuiteID, Timezone: "UTC", ModelConfig: json.RawMessage("{}"), Enabled: true, Gate: in.Gate}
 	apply(&sc, in)
-	if sc.Cron == "" || sc.DatasetID == "" {
-		return Schedule{}, failure.Invalid("invalid_schedule", "cron and dataset_id are required")
+	if sc.Cron == "" || (sc.SuiteID == "" && sc.DatasetID == "") {
+		return Schedule{}, failure.Invalid("invalid_schedule", "cron and dataset_id (or suite_id) are required")
+	}
+	if sc.SuiteID != "" && sc.DatasetID != "" {
+		return Schedule{}, failure.Invalid("invalid_schedule", "a suite schedule takes no dataset_id")
 	}
 	if err := s.validateSchedule(ctx, k, &sc); err != nil {
 		return Schedule{}, err
 	}
 	gate, _ := json.Marshal(sc.Gate)
-	return scanSchedule(s.pool.QueryRow(ctx, `INSERT INTO evaluation_schedules (schedule_id, kb_id, name, cron, timezone, dataset_id,
-		model_config, gate, enabled, created_by) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10) RETURNING `+scheduleCols,
-		newID("sched_", 4), sc.KBID, sc.Name, sc.Cron, sc.Timezone, sc.DatasetID, sc.ModelConfig, gate, sc.Enabled, sub.UID))
+	return scanSchedule(s.pool.QueryRow(ctx, `INSERT INTO evaluation_schedules (schedule_id, kb_id, suite_id, webhook_url, name, cron, timezone,
+		dataset_id, model_config, gate, enabled, created_by) VALUES ($1,NULLIF($2,''),NULLIF($3,''),NULLIF($4,''),$5,$6,$7,NULLIF($8,''),$9,$10,$11,$12)
+		RETURNING `+scheduleCols,
+		newID("sched_", 4), sc.KBID, sc.SuiteID, sc.WebhookURL, sc.Name, sc.Cron, sc.Timezone, sc.DatasetID, sc.ModelConfig, gate, sc.Enabled, sub.UID))
 }
 
 func apply(sc *Schedule, in ScheduleInput) {
@@ -169,6 +201,9 @@ func apply(sc *Schedule, in ScheduleInput) {
 	if in.Enabled != nil {
 		sc.Enabled = *in.Enabled
 	}
+	if in.WebhookURL != nil {
+		sc.WebhookURL = strings.TrimSpace(*in.WebhookURL)
+	}
 }
 
 // schedule loads a schedule and checks sub's access to its KB.
@@ -181,6 +216,12 @@ func (s *Service) schedule(ctx context.Context, sub access.Subject, id string, m
 		return Schedule{}, kb.KB{}, err
 	}
 	var k kb.KB
+	if sc.SuiteID != "" { // a suite's schedules are its owner's
+		if _, err := s.suite(ctx, sub, sc.SuiteID); err != nil {
+			return Schedule{}, kb.KB{}, ErrScheduleNotFound
+		}
+		return sc, k, nil
+	}
 	if manage {
 		k, err = s.kbs.GetManaged(ctx, sub, sc.KBID)
 	} else {
@@ -211,6 +252,14 @@ func (s *Service) Schedules(ctx context.Context, sub access.Subject) ([]Schedule
 	out := []Schedule{}
 	readable := map[string]bool{}
 	for _, sc := range all {
+		if sc.SuiteID != "" {
+			if sc.CreatedBy == sub.UID {
+				if _, err := s.suite(ctx, sub, sc.SuiteID); err == nil {
+					out = append(out, sc)
+				}
+			}
+			continue
+		}
 		ok, seen := readable[sc.KBID]
 		if !seen {
 			_, err := s.kbs.Get(ctx, sub, sc.KBID)
@@ -234,10 +283,13 @@ func (s *Service) UpdateSchedule(ctx context.Context, sub access.Subject, id str
 	if err := s.validateSchedule(ctx, k, &sc); err != nil {
 		return Schedule{}, err
 	}
+	if sc.SuiteID != "" && sc.DatasetID != "" {
+		return Schedule{}, failure.Invalid("invalid_schedule", "a suite schedule takes no dataset_id")
+	}
 	gate, _ := json.Marshal(sc.Gate)
-	return scanSchedule(s.pool.QueryRow(ctx, `UPDATE evaluation_schedules SET name = $2, cron = $3, timezone = $4, dataset_id = $5,
-		model_config = $6, gate = $7, enabled = $8, updated_at = now() WHERE schedule_id = $1 RETURNING `+scheduleCols,
-		id, sc.Name, sc.Cron, sc.Timezone, sc.DatasetID, sc.ModelConfig, gate, sc.Enabled))
+	return scanSchedule(s.pool.QueryRow(ctx, `UPDATE evaluation_schedules SET name = $2, cron = $3, timezone = $4, dataset_id = NULLIF($5,''),
+		model_config = $6, gate = $7, enabled = $8, webhook_url = NULLIF($9,''), updated_at = now() WHERE schedule_id = $1 RETURNING `+scheduleCols,
+		id, sc.Name, sc.Cron, sc.Timezone, sc.DatasetID, sc.ModelConfig, gate, sc.Enabled, sc.WebhookURL))
 }
 
 // DeleteSchedule deletes a schedule of a KB sub may manage (its runs stay).
@@ -306,6 +358,9 @@ func (s *Service) Tick(ctx context.Context, at time.Time) ([]string, error) {
 
 // fire starts sc's run for due unless it was started already.
 func (s *Service) fire(ctx context.Context, sc Schedule, due time.Time) (string, error) {
+	if sc.SuiteID != "" {
+		return s.fireSuite(ctx, sc, due)
+	}
 	var runID string
 	err := s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO evaluation_schedule_fires (schedule_id, due_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
@@ -332,15 +387,28 @@ func (s *Service) fire(ctx context.Context, sc Schedule, due time.Time) (string,
 	return runID, err
 }
 
-// gateTx applies the gate of the schedule that started r, if any: the run
-// passes or regresses against its baseline; a regression emits
-// io.yuxi.evaluation.regressed.v1 in the same transaction.
+// gateTx applies the gate of the schedule that started RAG run r, if any.
 func (s *Service) gateTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run, metrics map[string]float64, overall *float64) error {
 	if r.ScheduleID == nil {
 		return nil
 	}
+	return s.applyGateTx(ctx, tx, emit, gateTarget{runID: r.RunID, scheduleID: *r.ScheduleID, kbID: r.KBID, table: "evaluation_runs"}, metrics, overall)
+}
+
+// gateTarget is the run a gate judges: a RAG run (evaluation_runs, of kbID)
+// or a suite run (evaluation_suite_runs, of suiteID).
+type gateTarget struct {
+	runID, scheduleID, kbID, suiteID string
+	table                            string
+}
+
+// applyGateTx applies the schedule's gate to a completed run: it passes or
+// regresses against its baseline (the schedule's last passing run, or a
+// pinned run); a regression emits io.yuxi.evaluation.regressed.v1 in the
+// same transaction.
+func (s *Service) applyGateTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, t gateTarget, metrics map[string]float64, overall *float64) error {
 	var raw []byte
-	err := tx.QueryRow(ctx, `SELECT gate FROM evaluation_schedules WHERE schedule_id = $1`, *r.ScheduleID).Scan(&raw)
+	err := tx.QueryRow(ctx, `SELECT gate FROM evaluation_schedules WHERE schedule_id = $1`, t.scheduleID).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) || len(raw) == 0 || string(raw) == "null" {
 		return nil
 	}
@@ -361,11 +429,12 @@ func (s *Service) gateTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run
 		var baseRun string
 		var baseMetrics map[string]float64
 		var baseOverall *float64
-		q := `SELECT run_id, metrics, overall_score FROM evaluation_runs WHERE schedule_id = $1 AND status = 'completed'
+		// t.table is one of two constants.
+		q := `SELECT run_id, metrics, overall_score FROM ` + t.table + ` WHERE schedule_id = $1 AND status = 'completed'
 			AND gate_status = 'passed' AND run_id <> $2 ORDER BY completed_at DESC LIMIT 1`
-		args := []any{*r.ScheduleID, r.RunID}
+		args := []any{t.scheduleID, t.runID}
 		if g.Baseline == "pinned" {
-			q, args = `SELECT run_id, metrics, overall_score FROM evaluation_runs WHERE run_id = $1 AND status = 'completed'`, []any{g.PinnedRunID}
+			q, args = `SELECT run_id, metrics, overall_score FROM `+t.table+` WHERE run_id = $1 AND status = 'completed'`, []any{g.PinnedRunID}
 		}
 		err := tx.QueryRow(ctx, q, args...).Scan(&baseRun, &baseMetrics, &baseOverall)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -375,9 +444,9 @@ func (s *Service) gateTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run
 			verdict["baseline"], verdict["baseline_run_id"] = base, baseRun
 			if value < base-g.Tolerance-1e-12 {
 				status = "regressed"
-				if err := emit(outbox.Pending{Payload: events.EvaluationRegressed{RunID: r.RunID, ScheduleID: *r.ScheduleID, KBID: r.KBID,
-					Metric: g.Metric, Value: value, Baseline: base, BaselineRunID: baseRun, Tolerance: g.Tolerance},
-					DedupeKey: "evaluation-regressed:" + r.RunID}); err != nil {
+				if err := emit(outbox.Pending{Payload: events.EvaluationRegressed{RunID: t.runID, ScheduleID: t.scheduleID, KBID: t.kbID,
+					SuiteID: t.suiteID, Metric: g.Metric, Value: value, Baseline: base, BaselineRunID: baseRun, Tolerance: g.Tolerance},
+					DedupeKey: "evaluation-regressed:" + t.runID}); err != nil {
 					return err
 				}
 			}
@@ -386,7 +455,7 @@ func (s *Service) gateTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r Run
 		}
 	}
 	v, _ := json.Marshal(verdict)
-	_, err = tx.Exec(ctx, `UPDATE evaluation_runs SET gate_status = $2, gate = $3 WHERE run_id = $1`, r.RunID, status, v)
+	_, err = tx.Exec(ctx, `UPDATE `+t.table+` SET gate_status = $2, gate = $3 WHERE run_id = $1`, t.runID, status, v)
 	return err
 }
 
@@ -404,7 +473,8 @@ func metricOf(name string, metrics map[string]float64, overall *float64) (float6
 // HistoryPoint is one completed run's value of a metric.
 type HistoryPoint struct {
 	RunID       string     `json:"run_id"`
-	KBID        string     `json:"kb_id"`
+	KBID        string     `json:"kb_id,omitempty"`
+	SuiteID     string     `json:"suite_id,omitempty"`
 	ScheduleID  *string    `json:"schedule_id"`
 	CompletedAt *time.Time `json:"completed_at"`
 	Value       *float64   `json:"value"`
@@ -412,18 +482,23 @@ type HistoryPoint struct {
 }
 
 // History is metric (default overall_score) over time, oldest first, for
-// the completed runs of target — a KB id or a schedule id — or, without a
-// target, of every KB sub may read.
+// the completed runs of target — a KB id, a suite id or a schedule id — or,
+// without a target, of every KB sub may read.
 func (s *Service) History(ctx context.Context, sub access.Subject, target, metric string) ([]HistoryPoint, error) {
 	if metric == "" {
 		metric = "overall_score"
 	}
 	var kbFilter, schedFilter string
 	switch {
+	case strings.HasPrefix(target, "suite_"):
+		return s.suiteHistory(ctx, sub, target, "", metric)
 	case strings.HasPrefix(target, "sched_"):
 		sc, _, err := s.schedule(ctx, sub, target, false)
 		if err != nil {
 			return nil, err
+		}
+		if sc.SuiteID != "" {
+			return s.suiteHistory(ctx, sub, sc.SuiteID, sc.ScheduleID, metric)
 		}
 		schedFilter = sc.ScheduleID
 	case target != "":

@@ -12,7 +12,8 @@
 // wait is bounded by Config.SyncWait (YUXI_SYNC_WAIT); past it the caller
 // gets ErrWaitTimeout (504) and the run goes on, its result fetchable later.
 //
-// Imported by: functions/intake, tests. May import: shared/queue,
+// Imported by: functions/intake, shared/evaluation (suites run samples through
+// it), shared/bootstrap/chat, tests. May import: shared/queue,
 // shared/run, shared/thread, shared/agent, shared/access, shared/runstream,
 // shared/failure, shared/llm.
 package invoke
@@ -226,6 +227,12 @@ func lastUser(msgs []ChatMessage) (int, error) {
 		}
 	}
 	return -1, failure.Unprocessable("invalid_messages", "messages must contain a user message")
+}
+
+// CheckAgent answers 404 for an agent sub may not use (evaluation suites
+// check their agent with it).
+func (s *Service) CheckAgent(ctx context.Context, sub access.Subject, slug string) error {
+	return s.checkAgent(ctx, sub, slug)
 }
 
 // checkAgent answers 404 for an agent the caller may not use, before any

@@ -55,12 +55,13 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "15", Name: "figure 15 (content guard keyword check)", Run: figGuard},
 	{ID: "16", Name: "figure 16 (dashboard stats over 1M messages)", Run: figDashboard},
 	{ID: "17", Name: "figure 17 (tool assembly and skill visibility per step)", Run: figTools},
+	{ID: "18", Name: "figure 18 (evaluation runs and scheduler ticks)", Run: figEval},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "1,2,3,4,5,6,7,10,11,12,13,14,15,16,17", "comma-separated figures to run")
+	only := fs.String("only", "1,2,3,4,5,6,7,10,11,12,13,14,15,16,17,18", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	var soak soakConfig
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the figures, soak the platform this long (make soak: 10m) and print the slopes of what could grow")

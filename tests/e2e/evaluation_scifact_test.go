@@ -16,21 +16,21 @@ import (
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
-// scifactDir finds the SciFact set as shared/retrievaleval's tests do:
+// datasetDir finds a BEIR-format set as shared/retrievaleval's tests do:
 // YUXI_DATASETS_DIR, or shared/datasets next to an ancestor directory.
-func scifactDir(t *testing.T) string {
+func datasetDir(t *testing.T, name string) string {
 	if d := os.Getenv("YUXI_DATASETS_DIR"); d != "" {
-		return filepath.Join(d, "scifact")
+		return filepath.Join(d, name)
 	}
 	wd, _ := os.Getwd()
 	for d := wd; d != filepath.Dir(d); d = filepath.Dir(d) {
-		for _, c := range []string{filepath.Join(d, "shared", "datasets", "scifact"), filepath.Join(d, "datasets", "scifact")} {
+		for _, c := range []string{filepath.Join(d, "shared", "datasets", name), filepath.Join(d, "datasets", name)} {
 			if _, err := os.Stat(filepath.Join(c, "qrels", "test.tsv")); err == nil {
 				return c
 			}
 		}
 	}
-	t.Skip("SciFact not found (set YUXI_DATASETS_DIR)")
+	t.Skip(name + " not found (set YUXI_DATASETS_DIR)")
 	return ""
 }
 
@@ -41,11 +41,26 @@ func scifactDir(t *testing.T) string {
 // (shared/retrievaleval over chunks mapped to their documents).
 func TestEvaluationNDCGAgreesWithBenchOnSciFact(t *testing.T) {
 	t.Parallel()
-	ds, err := retrievaleval.Load(scifactDir(t))
+	ndcgThroughProduct(t, "scifact", 25, 75)
+}
+
+// The same check on a slice of cmrc2018 (Chinese reading comprehension,
+// BEIR-format: paragraphs as documents, questions with their paragraph as
+// the relevant document): the product's run and the bench's computation
+// agree on nDCG@10.
+func TestEvaluationNDCGAgreesWithBenchOnCMRC2018(t *testing.T) {
+	t.Parallel()
+	ndcgThroughProduct(t, "cmrc2018-dev", 30, 70)
+}
+
+// ndcgThroughProduct puts the first queries of set name (with their
+// relevant documents and distractors more documents) through the product's
+// evaluation path and compares its nDCG@10 with the bench's computation.
+func ndcgThroughProduct(t *testing.T, name string, queries, distractors int) {
+	ds, err := retrievaleval.Load(datasetDir(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	const queries, distractors = 25, 75
 	sub := &retrievaleval.Dataset{Queries: ds.Queries[:queries], Qrels: map[string]map[string]int{}}
 	keep := map[string]bool{}
 	for _, q := range sub.Queries {
@@ -63,7 +78,7 @@ func TestEvaluationNDCGAgreesWithBenchOnSciFact(t *testing.T) {
 
 	p := testkit.StartLocal(t, nil)
 	c := p.Admin
-	kbID := c.NewKnowledgeBase("scifact slice", "SciFact through the evaluation path", nil)
+	kbID := c.NewKnowledgeBase(name+" slice", name+" through the evaluation path", nil)
 	files := map[string][]byte{}
 	for _, d := range sub.Corpus {
 		md := d.Text
@@ -115,7 +130,7 @@ func TestEvaluationNDCGAgreesWithBenchOnSciFact(t *testing.T) {
 		line, _ := json.Marshal(map[string]any{"query": q.Text, "gold_chunk_ids": gold})
 		b.Write(append(line, '\n'))
 	}
-	up := c.UploadDataset(kbID, "scifact.jsonl", "scifact slice", b.Bytes())
+	up := c.UploadDataset(kbID, name+".jsonl", name+" slice", b.Bytes())
 	if up.Status != http.StatusOK {
 		t.Fatalf("upload: %d %s", up.Status, up.Body)
 	}
@@ -123,8 +138,8 @@ func TestEvaluationNDCGAgreesWithBenchOnSciFact(t *testing.T) {
 		"model_config": map[string]any{"search_mode": "keyword", "final_top_k": 100, "bm25_top_k": 100, "recall_top_k": 100}}).(map[string]any)["run_id"].(string)
 	run := c.WaitEvaluationRun(kbID, runID, 2*time.Minute, nil)
 	product := run["metrics"].(map[string]any)["ndcg@10"].(float64)
-	t.Logf("SciFact slice (%d queries, %d documents): nDCG@10 through the evaluation run %.4f, bench's computation %.4f",
-		bench.Queries, len(sub.Corpus), product, bench.NDCG10)
+	t.Logf("%s slice (%d queries, %d documents): nDCG@10 through the evaluation run %.4f, bench's computation %.4f",
+		name, bench.Queries, len(sub.Corpus), product, bench.NDCG10)
 	if bench.Queries != queries || math.Abs(product-bench.NDCG10) > 1e-5 || product < 0.3 {
 		t.Fatalf("nDCG@10: run %.6f, bench %.6f over %d queries", product, bench.NDCG10, bench.Queries)
 	}

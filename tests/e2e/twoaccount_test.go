@@ -103,6 +103,8 @@ var checkParam = map[intake.Check]string{
 	intake.ReadTask: "task_id", intake.ManageTask: "task_id",
 	// ext: the skill checks.
 	intake.ReadSkill: "slug", intake.ManageSkill: "slug", intake.OwnSkillDraft: "draft_id", intake.OwnPersonalSkill: "slug",
+	// evalsuites:
+	intake.OwnSuite: "suite_id",
 }
 
 // listQuery completes list routes without a check that need a query to
@@ -221,6 +223,15 @@ func TestTwoAccountSuite(t *testing.T) {
 		}
 	}
 	alice.OK("POST", "/api/chat/message/"+messageID+"/feedback", map[string]any{"rating": "like", "reason": "alice's feedback"})
+	// evalsuites: A's agent evaluation suite of A's private agent, with a finished run.
+	suiteID := alice.Data("POST", "/api/evaluation/suites", map[string]any{"name": "alice's suite", "agent_slug": agentID,
+		"items": []map[string]any{{"input": "alice's suite task", "checks": []map[string]any{{"type": "contains", "value": "suite"}}}}}).(map[string]any)["suite_id"].(string)
+	p.LLM.Enqueue(llmtest.Text("alice's suite answer"))
+	suiteRunID := alice.Data("POST", "/api/evaluation/suites/"+suiteID+"/runs", map[string]any{}).(map[string]any)["run_id"].(string)
+	if run := alice.WaitSuiteRun(suiteID, suiteRunID, 30*time.Second); run["status"] != "completed" || run["overall_score"] != 1.0 {
+		t.Fatalf("alice's suite run: %v", run)
+	}
+	suiteIDs := map[string]string{"suite_id": suiteID, "run_id": suiteRunID}
 	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
 	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
 	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
@@ -315,6 +326,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets = append(secrets, "alice's feedback")
 	secrets = append(secrets, taskID)                                                                     // admin
 	secrets = append(secrets, "owner-skill", "owner-pending-skill", "alice-skill", "okapi", pendingDraft) // ext
+	secrets = append(secrets, suiteID, suiteRunID, "alice's suite")                                       // evalsuites
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -345,11 +357,13 @@ func TestTwoAccountSuite(t *testing.T) {
 	notifyBody := testkit.S3EventRecords(t, "ObjectCreated:Put", testkit.ObjectEvent{Bucket: "owner-bucket", Key: "docs/intruder.md", Size: 10,
 		ETag: "0123456789abcdef0123456789abcdef", Sequencer: "01"})
 	fixtures := map[intake.Check]fixture{
-		intake.OwnThread:      chat(nil),
-		intake.OwnRun:         chat(nil),
-		intake.OwnRequest:     chat(nil),
-		intake.OwnAPIKey:      chat(nil),
-		intake.OwnMessage:     chat(nil),
+		intake.OwnThread:  chat(nil),
+		intake.OwnRun:     chat(nil),
+		intake.OwnRequest: chat(nil),
+		intake.OwnAPIKey:  chat(nil),
+		intake.OwnMessage: chat(nil),
+		// evalsuites: a suite is its creator's alone.
+		intake.OwnSuite:       {ids: suiteIDs, status: []int{404}, codeOK: refusalCode, callers: attackers},
 		intake.ReadAgent:      chat(carol),
 		intake.ManageAgent:    chat(carol),
 		intake.ReadKB:         knowledge(kbReader),
@@ -479,6 +493,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			{kbOwner, "/api/knowledge/databases/" + kbID + "/query-params"},
 			{kbOwner, "/api/system/skills/owner-skill/tree"}, {kbOwner, "/api/system/skills/owner-skill/file?path=SKILL.md"}, // ext
 			{alice, "/api/skills/personal/alice-skill/file?path=SKILL.md"},
+			{alice, "/api/evaluation/suites/" + suiteID}, {alice, "/api/evaluation/suites/" + suiteID + "/runs/" + suiteRunID}, // evalsuites
 		} {
 			r := g.c.Do("GET", g.path, nil)
 			sum := sha256.Sum256(r.Body)
@@ -752,7 +767,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			continue
 		}
 		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake"}
-		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs, skillIDs} {
+		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs, skillIDs, {"suite_id": suiteID}} {
 			maps.Copy(all, m)
 		}
 		path, missing := fill(rt.Path, all)
@@ -785,7 +800,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	// account changes its own settings, and A's stay as they were (checked
 	// by identityStored above and below).
 	for _, rt := range routes {
-		owner := map[intake.Check]*testkit.Client{intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice, intake.OwnMessage: alice,
+		owner := map[intake.Check]*testkit.Client{intake.OwnSuite: alice, intake.OwnThread: alice, intake.OwnRun: alice, intake.OwnRequest: alice, intake.OwnMessage: alice,
 			intake.OwnAPIKey: alice, intake.ReadAgent: alice, intake.ManageAgent: alice, intake.ReadKB: kbOwner, intake.ManageKB: kbOwner,
 			intake.ReadTask: kbOwner, intake.ReadSkill: kbOwner, intake.OwnPersonalSkill: alice}[rt.Check] // admin: ReadTask; ext: skills
 		if owner == nil || rt.Method != "GET" || strings.HasSuffix(rt.Path, "/events") {
@@ -802,6 +817,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			ids = skillIDs
 		case intake.OwnPersonalSkill:
 			ids = personalIDs
+		case intake.OwnSuite: // evalsuites: a suite's run_id is a suite run's
+			ids = suiteIDs
 		}
 		path, _ := fill(rt.Path, ids)
 		path += readerQuery[rt.Pattern()]

@@ -25,6 +25,7 @@ type Evaluator interface {
 	EvaluateBatch(ctx context.Context, runID string, batch int) error
 	GenerateBatch(ctx context.Context, datasetID string, batch int) error
 	Tick(ctx context.Context, at time.Time) ([]string, error)
+	NotifyRegression(ctx context.Context, ev events.EvaluationRegressed) error
 }
 
 // Config tunes the handler.
@@ -105,10 +106,16 @@ func (h *Handler) Tick(ctx context.Context, in events.EvaluationTick) error {
 	return err
 }
 
-// Regressed reports a gated run that regressed. (The webhook notification
-// waits for the platform's SSRF-guarded client.)
+// Regressed reports a gated run that regressed and posts it to its
+// schedule's webhook, if any (through the SSRF-guarded client; a refused
+// or denied webhook is final, a network error or 5xx is retried).
 func (h *Handler) Regressed(ctx context.Context, in events.EvaluationRegressed) error {
-	h.log.Warn("evaluation regressed", "run", in.RunID, "schedule", in.ScheduleID, "kb", in.KBID, "metric", in.Metric,
+	h.log.Warn("evaluation regressed", "run", in.RunID, "schedule", in.ScheduleID, "kb", in.KBID, "suite", in.SuiteID, "metric", in.Metric,
 		"value", in.Value, "baseline", in.Baseline, "baseline_run", in.BaselineRunID, "tolerance", in.Tolerance)
-	return nil
+	err := h.ev.NotifyRegression(ctx, in)
+	if _, coded := failure.As(err); coded {
+		h.log.Warn("regression webhook", "run", in.RunID, "error", err)
+		return faas.Permanent(err)
+	}
+	return err
 }

@@ -242,6 +242,7 @@ func (s *Server) Routes() []Route {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
 		rs = append(rs, s.taskRoutes()...)
+		rs = append(rs, s.suiteRoutes()...) // routes_suites.go
 	}
 	if s.d.MCP != nil {
 		rs = append(rs, s.mcpRoutes()...)

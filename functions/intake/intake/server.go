@@ -53,6 +53,9 @@ func New(d Deps) *Server {
 		inv.Guard = d.Guard
 	}
 	s := &Server{d: d, log: d.Log, inv: invoke.New(inv)}
+	if d.Evaluation != nil { // agent evaluation suites run through the same invocation path
+		s.d.Evaluation = d.Evaluation.WithAgents(s.inv)
+	}
 	fc := userfiles.Config{Threads: d.Threads, Blob: d.Blob, Parser: d.Parser}
 	if d.Sandbox != nil {
 		fc.Sandbox = d.Sandbox

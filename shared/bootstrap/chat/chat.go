@@ -12,6 +12,8 @@ package chat
 import (
 	"context"
 	"fmt"
+	"github.com/yuxi-serverless/yuxi/shared/invoke"
+	"github.com/yuxi-serverless/yuxi/shared/runstream"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -144,4 +146,11 @@ type redisInvalidations struct {
 
 func (r redisInvalidations) Publish(ctx context.Context, message string) error {
 	return r.rdb.Publish(ctx, r.channel, message).Err()
+}
+
+// Invoker returns the invocation use cases over the kit (agent-call,
+// evaluation samples): blocking calls wait on hub's streams, at most
+// YUXI_SYNC_WAIT. The evaluate function runs agent evaluation suites with it.
+func (k *Kit) Invoker(core *bootstrap.Core, hub *runstream.Hub) *invoke.Service {
+	return invoke.New(invoke.Deps{Queue: k.Queue, Runs: k.Runs, Threads: k.Threads, Agents: k.Agents, Hub: hub, SyncWait: core.Config.SyncWait})
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
+	"github.com/yuxi-serverless/yuxi/shared/langfuse"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
@@ -247,8 +248,13 @@ func absPath(p string) string {
 // Evaluation returns the RAG evaluation use cases over the engines, with
 // the default batch size and concurrency (and YUXI_CRASH_AT's crash points).
 func (e *Engines) Evaluation() *evaluation.Service {
-	return evaluation.New(evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever,
-		Models: e.core.Providers, Config: evaluation.Config{Crash: e.core.Config.Crasher()}, Log: e.core.Log})
+	c := e.core.Config
+	d := evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever,
+		Models: e.core.Providers, Config: evaluation.Config{Crash: c.Crasher()}, Log: e.core.Log, Outbound: c.Outbound()}
+	if lf := langfuse.New(c.LangfuseBaseURL, c.LangfusePublicKey, c.LangfuseSecretKey); lf != nil {
+		d.Langfuse = lf
+	}
+	return evaluation.New(d)
 }
 
 // FileSweeper is the knowledge part of the dispatcher's sweep: it recovers
