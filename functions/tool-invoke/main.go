@@ -14,6 +14,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/chat"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/knowledge"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
+	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
 )
@@ -44,7 +45,7 @@ func run(ctx context.Context, getenv func(string) string, environ []string) erro
 	}
 	know.Outputs = sandboxes.Outputs(core) // download_kb_file, when a provisioner is configured
 	mcps, skills := mcplayer.Open(core), mcplayer.Skills(ctx, core, know.Blob, nil, nil, nil, false)
-	sandboxTools, err := sandboxes.Tools(core, skills) // on the provisioner, when one is configured (skills written in first)
+	sandboxTools, err := sandboxes.Tools(core, skills, parser.MarkdownFor(cfg)) // on the provisioner, when one is configured (skills written in first)
 	if err != nil {
 		return err
 	}

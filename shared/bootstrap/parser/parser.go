@@ -2,8 +2,8 @@
 // HTML to Markdown, and the OCR service when one is configured). It is a
 // package of its own so that only the processes that parse link the parsers.
 //
-// Imported by: the mains of doc-parse and intake (POST
-// /api/knowledge/files/markdown), shared/bootstrap/sandboxes (the agent's
+// Imported by: the mains of doc-parse, intake (POST
+// /api/knowledge/files/markdown) and tool-invoke (the agent's
 // ocr_parse_file), infra/local, tests and benchmarks.
 // May import: shared/bootstrap, shared/docparse and the standard library.
 package parser
@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
@@ -40,5 +41,23 @@ func Markdown(p *docparse.Parser) func(ctx context.Context, filename string, dat
 	return func(ctx context.Context, filename string, data []byte) (string, error) {
 		res, err := p.Parse(ctx, filename, bytes.NewReader(data), int64(len(data)))
 		return res.Markdown, err
+	}
+}
+
+// MarkdownFor is Markdown of Open(cfg), opened on the first call, so a
+// process that never parses pays nothing; a configuration error is each
+// call's error.
+func MarkdownFor(cfg bootstrap.Config) func(ctx context.Context, filename string, data []byte) (string, error) {
+	var (
+		once sync.Once
+		p    *docparse.Parser
+		err  error
+	)
+	return func(ctx context.Context, filename string, data []byte) (string, error) {
+		once.Do(func() { p, err = Open(cfg) })
+		if err != nil {
+			return "", err
+		}
+		return Markdown(p)(ctx, filename, data)
 	}
 }

@@ -4,7 +4,7 @@
 // merged in when their sandbox is created.
 //
 // Imported by: the tool-invoke, intake and agent-step mains.
-// May import: shared/blob, shared/bootstrap, shared/bootstrap/parser, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
+// May import: shared/blob, shared/bootstrap, shared/sandbox, shared/sandboxtool, shared/skill, shared/thread, shared/tool, shared/usersettings.
 package sandboxes
 
 import (
@@ -13,7 +13,6 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
@@ -24,8 +23,10 @@ import (
 
 // Tools returns the tools that run on the provisioner, or none when no
 // provisioner is configured. With skills, each call first writes the run's
-// shared skills into the sandbox's read-only /home/gem/skills.
-func Tools(core *bootstrap.Core, skills *skill.Service) ([]tool.Tool, error) {
+// shared skills into the sandbox's read-only /home/gem/skills. parse is
+// ocr_parse_file's document parser (the caller links the parsers: this
+// package must not, since agent-step imports it).
+func Tools(core *bootstrap.Core, skills *skill.Service, parse sandboxtool.Parse) ([]tool.Tool, error) {
 	cfg := core.Config
 	if cfg.SandboxURL == "" {
 		return nil, nil
@@ -35,12 +36,7 @@ func Tools(core *bootstrap.Core, skills *skill.Service) ([]tool.Tool, error) {
 		return nil, err
 	}
 	env := usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
-	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env, Artifacts: thread.NewStore(core.Pool), OCREngine: cfg.OCREngine}
-	docs, err := parser.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	tc.Parse = parser.Markdown(docs)
+	tc := sandboxtool.Config{ExecTimeout: cfg.SandboxExecTimeout, Env: env, Artifacts: thread.NewStore(core.Pool), OCREngine: cfg.OCREngine, Parse: parse}
 	if skills != nil {
 		tc.Prepare = skills.Materializer(sb).Prepare
 	}
