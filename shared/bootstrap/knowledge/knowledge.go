@@ -75,6 +75,7 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
 	e.KBs.CleanGraphWith(e.Graph) // a deletion removes its graph in its transaction
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
+	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
 	return e, nil
 }
 

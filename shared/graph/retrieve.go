@@ -1,0 +1,114 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode"
+
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+)
+
+// Retrieval is graph retrieval over an Engine (kb.GraphRanker): the
+// entities the query names (its word n-grams matched against entity names)
+// and the entities the top chunk hits mention are the seeds; their
+// depth-hop subgraph is ranked by PersonalizedPageRank; chunks are ranked by
+// the PageRank mass of the entities they mention (HippoRAG's passage
+// ranking). Seed weights follow the original: an entity the query names
+// 1.0, an entity of a top chunk hit 0.3.
+type Retrieval struct {
+	engine Engine
+}
+
+// NewRetrieval returns graph retrieval over engine.
+func NewRetrieval(engine Engine) *Retrieval { return &Retrieval{engine: engine} }
+
+var _ kb.GraphRanker = (*Retrieval)(nil)
+
+// Seed weights (the original's: entity recall 1.0, base chunks' entities 0.3).
+const (
+	queryEntityWeight = 1.0
+	hitEntityWeight   = 0.3
+	maxNameWords      = 6
+)
+
+// RankChunks implements kb.GraphRanker.
+func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
+	seeds := map[string]float64{}
+	named, err := g.engine.EntitiesNamed(ctx, kbID, QueryNames(query), opt.EntityTopK)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range named {
+		seeds[e.ID] += queryEntityWeight
+	}
+	if len(hits) > 0 {
+		byChunk, err := g.engine.ChunkEntities(ctx, kbID, hits)
+		if err != nil {
+			return nil, fmt.Errorf("entities of top hits: %w", err)
+		}
+		for _, ents := range byChunk {
+			for _, id := range ents {
+				seeds[id] += hitEntityWeight
+			}
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, 0, len(seeds))
+	for _, e := range named { // the query's entities first: they survive a node cap
+		ids = append(ids, e.ID)
+	}
+	for id := range seeds {
+		ids = append(ids, id)
+	}
+	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes})
+	if err != nil {
+		return nil, err
+	}
+	scores := PersonalizedPageRank(sg, seeds, PPROptions{Damping: opt.Damping})
+	if len(scores) == 0 {
+		return nil, nil
+	}
+	ents := make([]string, 0, len(sg.Entities))
+	for _, e := range sg.Entities {
+		ents = append(ents, e.ID)
+	}
+	mentions, err := g.engine.Mentions(ctx, kbID, ents)
+	if err != nil {
+		return nil, fmt.Errorf("mentions: %w", err)
+	}
+	ranked := RankChunks(scores, mentions, opt.TopK)
+	out := make([]kb.GraphHit, len(ranked))
+	for i, c := range ranked {
+		out[i] = kb.GraphHit{ChunkID: c.ChunkID, Score: c.Score}
+	}
+	return out, nil
+}
+
+// QueryNames returns the normalized word n-grams (up to six words) of a
+// query: the names it could mention. Punctuation splits words, except inner
+// hyphens, apostrophes and dots ("co-founder", "O'Neil", "v0.7").
+func QueryNames(query string) []string {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '\'' && r != '.' && r != '_'
+	})
+	for i, w := range words {
+		w = strings.TrimSuffix(strings.TrimSuffix(w, "'s"), "’s") // a possessive names its owner
+		words[i] = strings.Trim(w, "-'._")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i := range words {
+		for n := 1; n <= maxNameWords && i+n <= len(words); n++ {
+			name := strings.Join(words[i:i+n], " ")
+			if words[i+n-1] == "" || words[i] == "" || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
