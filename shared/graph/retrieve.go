@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"unicode"
 
@@ -56,13 +57,19 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	if len(seeds) == 0 {
 		return nil, nil
 	}
+	// The query's entities first (they survive a node cap), then the
+	// others sorted: the subgraph, hence PageRank's float sums and the
+	// order of tied chunks, must not depend on map iteration.
 	ids := make([]string, 0, len(seeds))
-	for _, e := range named { // the query's entities first: they survive a node cap
+	for _, e := range named {
 		ids = append(ids, e.ID)
 	}
+	rest := make([]string, 0, len(seeds))
 	for id := range seeds {
-		ids = append(ids, id)
+		rest = append(rest, id)
 	}
+	sort.Strings(rest)
+	ids = append(ids, rest...)
 	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes})
 	if err != nil {
 		return nil, err
