@@ -234,6 +234,7 @@ func (s *Server) Routes() []Route {
 	rs = append(rs, s.fileRoutes()...)
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
+		rs = append(rs, s.mindmapRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
 	}
 	if s.d.MCP != nil {
