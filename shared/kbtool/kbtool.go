@@ -38,19 +38,15 @@ type Deps struct {
 	Pool      *pgxpool.Pool
 	KBs       *kb.Store
 	Retriever *kb.Retriever
-	// Mindmaps renders mind maps (get_mindmap; nil: the tool is not offered).
+	// Mindmaps renders mind maps (get_mindmap; nil: it answers "unavailable").
 	Mindmaps *mindmap.Service
 	// ReadMarkdown returns the Markdown stored under key.
 	ReadMarkdown func(ctx context.Context, key string) (string, error)
 }
 
-// Tools returns the knowledge tools (six; five without Mindmaps).
+// Tools returns the six knowledge tools.
 func Tools(d Deps) []tool.Tool {
-	ts := []tool.Tool{listKBs{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}}
-	if d.Mindmaps != nil {
-		ts = append(ts, getMindmap{d})
-	}
-	return ts
+	return []tool.Tool{listKBs{d}, getMindmap{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}}
 }
 
 type getMindmap struct{ d Deps }
@@ -62,6 +58,9 @@ func (t getMindmap) Invoke(ctx context.Context, c tool.Call) (tool.Result, error
 	return run(ctx, t.d, c, func(sc scope, a struct {
 		KBName string `json:"kb_name"`
 	}) (any, error) {
+		if t.d.Mindmaps == nil {
+			return nil, failure.NotFound("mindmap_unavailable", "mind maps are not available here")
+		}
 		kbs, err := sc.visible(ctx, t.d)
 		if err != nil {
 			return nil, err

@@ -20,8 +20,8 @@ func TestOfferedKnowledgeToolsAreTheOnesToolInvokeRuns(t *testing.T) {
 	if !reflect.DeepEqual(offered, run) {
 		t.Errorf("offered specs differ from the tools tool-invoke runs:\noffered %+v\nrun     %+v", offered, run)
 	}
-	if len(offered) != 5 {
-		t.Errorf("%d knowledge tools offered, want 5", len(offered))
+	if len(offered) != 6 {
+		t.Errorf("%d knowledge tools offered, want 6 (with get_mindmap)", len(offered))
 	}
 }
 
