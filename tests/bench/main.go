@@ -53,12 +53,13 @@ var figures = []benchkit.Figure[*env]{
 	{ID: "13", Name: "figure 13 (MCP call through tool-invoke)", Run: figMCP},
 	{ID: "14", Name: "figure 14 (tracing and cloud relays)", Run: figCloud},
 	{ID: "15", Name: "figure 15 (content guard keyword check)", Run: figGuard},
+	{ID: "19", Name: "figure 19 (knowledge graph build and query)", Run: figGraph},
 }
 
 func run(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	only := fs.String("only", "1,2,3,4,5,6,7,10,11,12,13,14,15", "comma-separated figures to run")
+	only := fs.String("only", "1,2,3,4,5,6,7,10,11,12,13,14,15,19", "comma-separated figures to run")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench process to this file")
 	var soak soakConfig
 	fs.DurationVar(&soak.Duration, "soak", 0, "instead of the figures, soak the platform this long (make soak: 10m) and print the slopes of what could grow")
