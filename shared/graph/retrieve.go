@@ -31,6 +31,9 @@ const (
 	queryEntityWeight = 1.0
 	hitEntityWeight   = 0.3
 	maxNameWords      = 6
+	// mentionEntities is how many of the highest-ranked entities (at least)
+	// lend their PageRank mass to chunks.
+	mentionEntities = 100
 )
 
 // RankChunks implements kb.GraphRanker.
@@ -78,9 +81,16 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	if len(scores) == 0 {
 		return nil, nil
 	}
+	// Only the entities holding most of the mass can lift a chunk into the
+	// top graph_top_k: their mentions are loaded, not those of the whole
+	// subgraph (a hub of the subgraph can be mentioned by thousands of chunks).
 	ents := make([]string, 0, len(sg.Entities))
 	for _, e := range sg.Entities {
 		ents = append(ents, e.ID)
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return scores[ents[i]] > scores[ents[j]] })
+	if limit := max(4*opt.TopK, mentionEntities); len(ents) > limit {
+		ents = ents[:limit]
 	}
 	mentions, err := g.engine.Mentions(ctx, kbID, ents)
 	if err != nil {
