@@ -31,7 +31,7 @@ type ExtractorConfig struct {
 }
 
 func (c ExtractorConfig) schema() Schema {
-	return Schema{EntityTypes: c.EntityTypes, RelationTypes: c.RelationTypes}
+	return Schema{EntityTypes: c.EntityTypes, RelationTypes: c.RelationTypes, Version: c.Version}
 }
 
 // sameRules: two configurations extract the same graph (concurrency aside).
@@ -257,6 +257,7 @@ func (b *Builder) Configure(ctx context.Context, sub access.Subject, kbID string
 		if err := b.reset(ctx, kbID); err != nil {
 			return res, err
 		}
+		res.Config.Version++ // reset bumped it again
 	}
 	if in.Build == nil || *in.Build {
 		if res.Queued, err = b.queue(ctx, kbID); err != nil {
@@ -278,12 +279,25 @@ func (b *Builder) GetConfig(ctx context.Context, sub access.Subject, kbID string
 	return &c, nil
 }
 
+// reset empties the graph and the extraction progress. It bumps the
+// configuration's version first, under the graph lock an extraction's
+// commit takes: an extraction still running under the old version can no
+// longer mark chunks done and removes what it wrote (Extractor.commit).
 func (b *Builder) reset(ctx context.Context, kbID string) error {
-	if err := b.Engine.DeleteKB(ctx, kbID); err != nil {
+	err := pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE graph_extractor_configs SET version = version + 1, updated_at = now() WHERE kb_id = $1`, kbID); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1`, kbID)
+		return err
+	})
+	if err != nil {
 		return err
 	}
-	_, err := b.Pool.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1`, kbID)
-	return err
+	return b.Engine.DeleteKB(ctx, kbID)
 }
 
 // queue emits io.yuxi.document.indexed.v1 for every indexed file of the

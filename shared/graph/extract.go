@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/shared/llm"
@@ -24,6 +25,9 @@ type Model interface {
 type Schema struct {
 	EntityTypes   []string `json:"entity_types"`
 	RelationTypes []string `json:"relation_types"`
+	// Version is the extractor configuration's version the extraction runs
+	// under: chunks are marked done only while it is current (0: no check).
+	Version int64 `json:"-"`
 }
 
 // ChunkText is a chunk to extract from.
@@ -68,7 +72,10 @@ type ExtractResult struct {
 	Skipped   int // chunks whose content was already extracted
 	Removed   int // chunks of the file that no longer exist (their graph removed)
 	Failed    int // chunks whose extraction failed this time
-	GaveUp    int // chunks left failed after MaxAttempts deliveries (not tried)
+	// Superseded: chunks extracted under a configuration version that a
+	// reset replaced meanwhile (their graph removed, not marked done).
+	Superseded int
+	GaveUp     int // chunks left failed after MaxAttempts deliveries (not tried)
 }
 
 // ExtractFile brings the graph of file fileID up to date with chunks (the
@@ -139,12 +146,50 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 			todo = append(todo, c)
 		}
 	}
+	// Workers ask the model (at most concurrency at a time); one writer
+	// commits what they found, batching whatever is ready when it is free
+	// (group commit: a slow write gathers a bigger batch, an idle writer
+	// commits each chunk at once). The channel is unbuffered, so a crash
+	// loses at most the extractions in flight and the batch being written.
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, concurrency)
+		found = make(chan ChunkGraph)
 		fatal error
 	)
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		for g := range found {
+			batch := []ChunkGraph{g}
+		drain:
+			for len(batch) < maxWriteBatch {
+				select {
+				case more, ok := <-found:
+					if !ok {
+						break drain
+					}
+					batch = append(batch, more)
+				default:
+					break drain
+				}
+			}
+			n, err := x.commit(ctx, kbID, fileID, batch, schema.Version)
+			mu.Lock()
+			if err != nil && fatal == nil {
+				fatal = err
+			}
+			res.Extracted += n
+			res.Superseded += len(batch) - n
+			mu.Unlock()
+			if err == nil && x.Crash != nil {
+				for range n {
+					x.Crash("graph.chunk_extracted")
+				}
+			}
+		}
+	}()
 	for _, c := range todo {
 		if ctx.Err() != nil {
 			break
@@ -153,13 +198,16 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 		wg.Add(1)
 		go func(c ChunkText) {
 			defer func() { <-sem; wg.Done() }()
-			err := x.tryChunk(ctx, kbID, fileID, c, schema, model, modelID)
-			mu.Lock()
-			defer mu.Unlock()
+			g, err := x.tryChunk(ctx, fileID, c, schema, model, modelID)
 			if err == nil {
-				res.Extracted++
+				select {
+				case found <- g:
+				case <-ctx.Done():
+				}
 				return
 			}
+			mu.Lock()
+			defer mu.Unlock()
 			res.Failed++
 			if _, rerr := x.pool.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status, error)
 				VALUES ($1, $2, $3, 'failed', $4)
@@ -170,6 +218,8 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 		}(c)
 	}
 	wg.Wait()
+	close(found)
+	<-wdone
 	if fatal != nil {
 		return res, fatal
 	}
@@ -182,17 +232,55 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	return res, nil
 }
 
+// maxWriteBatch bounds the chunks one commit writes.
+const maxWriteBatch = 256
+
+// commit writes a batch of chunk graphs and marks the chunks done, and
+// returns how many it marked. The mark is made under the knowledge base's
+// graph lock and only while the extractor configuration still has version
+// (0: not checked): a reset or a change of rules since the extraction
+// started (which bumps the version under the same lock, see Builder.reset)
+// makes the batch stale, and its graph is removed again instead — without
+// this, an extraction racing a reset would leave the old rules' graph behind,
+// marked done, and it would never be extracted again.
+func (x *Extractor) commit(ctx context.Context, kbID, fileID string, batch []ChunkGraph, version int64) (int, error) {
+	if err := x.engine.WriteChunks(ctx, kbID, batch); err != nil {
+		return 0, err
+	}
+	ids := make([]string, len(batch))
+	for i, g := range batch {
+		ids[i] = g.ChunkID
+	}
+	var marked int64
+	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status)
+			SELECT $1, id, $3, 'done' FROM unnest($2::text[]) AS id
+			WHERE $4 = 0 OR EXISTS (SELECT 1 FROM graph_extractor_configs WHERE kb_id = $1 AND version = $4)
+			ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'done', error = '', updated_at = now()`, kbID, ids, fileID, version)
+		marked = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if marked == 0 {
+		return 0, x.engine.RemoveChunks(ctx, kbID, ids)
+	}
+	return int(marked), nil
+}
+
 // tryChunk extracts one chunk, trying again after a failure (a model
 // error, an unreadable reply) up to x.Tries times.
-func (x *Extractor) tryChunk(ctx context.Context, kbID, fileID string, c ChunkText, schema Schema, model Model, modelID string) error {
+func (x *Extractor) tryChunk(ctx context.Context, fileID string, c ChunkText, schema Schema, model Model, modelID string) (ChunkGraph, error) {
 	tries := max(x.Tries, 1)
 	var err error
+	var g ChunkGraph
 	for n := 1; n <= tries; n++ {
-		if err = x.extractChunk(ctx, kbID, fileID, c, schema, model, modelID); err == nil {
-			if x.Crash != nil {
-				x.Crash("graph.chunk_extracted")
-			}
-			return nil
+		if g, err = x.extractChunk(ctx, fileID, c, schema, model, modelID); err == nil {
+			return g, nil
 		}
 		if n == tries || ctx.Err() != nil {
 			break
@@ -203,14 +291,15 @@ func (x *Extractor) tryChunk(ctx context.Context, kbID, fileID string, c ChunkTe
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return g, ctx.Err()
 		case <-time.After(wait):
 		}
 	}
-	return err
+	return g, err
 }
 
-func (x *Extractor) extractChunk(ctx context.Context, kbID, fileID string, c ChunkText, schema Schema, model Model, modelID string) error {
+// extractChunk asks the model for one chunk's graph (written by commit).
+func (x *Extractor) extractChunk(ctx context.Context, fileID string, c ChunkText, schema Schema, model Model, modelID string) (ChunkGraph, error) {
 	var user strings.Builder
 	if len(schema.EntityTypes) > 0 {
 		fmt.Fprintf(&user, "Entity types: %s\n", strings.Join(schema.EntityTypes, ", "))
@@ -224,19 +313,13 @@ func (x *Extractor) extractChunk(ctx context.Context, kbID, fileID string, c Chu
 		{Role: llm.RoleUser, Content: user.String()},
 	}}, func(llm.Delta) error { return nil })
 	if err != nil {
-		return fmt.Errorf("extract chunk %s: %w", c.ID, err)
+		return ChunkGraph{}, fmt.Errorf("extract chunk %s: %w", c.ID, err)
 	}
 	ex, err := ParseExtraction(resp.Content)
 	if err != nil {
-		return fmt.Errorf("extract chunk %s: %w", c.ID, err)
+		return ChunkGraph{}, fmt.Errorf("extract chunk %s: %w", c.ID, err)
 	}
-	if err := x.engine.WriteChunks(ctx, kbID, []ChunkGraph{Build(c.ID, fileID, ex)}); err != nil {
-		return err
-	}
-	_, err = x.pool.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status)
-		VALUES ($1, $2, $3, 'done')
-		ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'done', error = '', updated_at = now()`, kbID, c.ID, fileID)
-	return err
+	return Build(c.ID, fileID, ex), nil
 }
 
 // ErrBadExtraction: the model's reply is not the JSON object asked for.

@@ -140,6 +140,10 @@ type Engine interface {
 	// (case-insensitive) or whose label equals it; "" or "*" returns the
 	// most mentioned entities. At most limit, most mentioned first.
 	FindEntities(ctx context.Context, kbID, prefix string, limit int) ([]Entity, error)
+	// EntitiesNamed returns entities whose normalized name (Normalize) is
+	// one of names, any label, longest name first (ties by id), at most
+	// limit — graph retrieval's recall of the entities a query names.
+	EntitiesNamed(ctx context.Context, kbID string, names []string, limit int) ([]Entity, error)
 	// Mentions returns, for each given entity, the chunks that mention it.
 	Mentions(ctx context.Context, kbID string, entityIDs []string) (map[string][]string, error)
 	// ChunkEntities returns, for each given chunk, the entities it mentions.

@@ -354,6 +354,23 @@ func (p *Postgres) FindEntities(ctx context.Context, kbID, prefix string, limit 
 	return pgx.CollectRows(rows, scanEntity)
 }
 
+// EntitiesNamed implements Engine (an index lookup per name on
+// graph_entities_name).
+func (p *Postgres) EntitiesNamed(ctx context.Context, kbID string, names []string, limit int) ([]Entity, error) {
+	if len(names) == 0 {
+		return nil, nil
+	}
+	if limit <= 0 {
+		limit = 10
+	}
+	rows, err := p.pool.Query(ctx, `SELECT e.entity_id, e.name, e.label, e.description FROM graph_entities e
+		WHERE e.kb_id = $1 AND lower(e.name) = ANY($2) ORDER BY length(e.name) DESC, e.entity_id LIMIT $3`, kbID, names, limit)
+	if err != nil {
+		return nil, fmt.Errorf("entities named: %w", err)
+	}
+	return pgx.CollectRows(rows, scanEntity)
+}
+
 func (p *Postgres) pairs(ctx context.Context, sql string, args ...any) (map[string][]string, error) {
 	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {

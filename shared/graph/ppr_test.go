@@ -2,6 +2,7 @@ package graph
 
 import (
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -62,5 +63,18 @@ func TestRankChunksAndRRF(t *testing.T) {
 	near(t, "y", fused[0].Score, 1.0/62+1.0/61)
 	if fused[1].ChunkID != "x" || fused[2].ChunkID != "z" {
 		t.Errorf("FuseRRF order = %+v", fused)
+	}
+}
+
+func TestQueryNames(t *testing.T) {
+	got := QueryNames("Where is Alice Martin's employer?")
+	want := []string{"where", "where is", "where is alice", "where is alice martin", "where is alice martin employer",
+		"is", "is alice", "is alice martin", "is alice martin employer", "alice", "alice martin", "alice martin employer",
+		"martin", "martin employer", "employer"}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("QueryNames = %q", got)
+	}
+	if got := QueryNames("v0.7 co-founder, O'Neil."); strings.Join(got, "|") != "v0.7|v0.7 co-founder|v0.7 co-founder o'neil|co-founder|co-founder o'neil|o'neil" {
+		t.Fatalf("QueryNames = %q", got)
 	}
 }

@@ -32,6 +32,17 @@ type Retrieval struct {
 	RerankerModel       string  `json:"reranker_model"`
 	RecallTopK          int     `json:"recall_top_k"`
 	IncludeDistances    bool    `json:"include_distances"`
+	// Graph retrieval (the original's names; graph_depth is ours): seed
+	// entities recalled from the query and the top chunk hits, their
+	// graph_depth-hop subgraph ranked by Personalized PageRank, the chunks
+	// of the top entities fused with the chunk results by RRF.
+	UseGraph        bool    `json:"use_graph_retrieval"`
+	GraphEntityTopK int     `json:"graph_entity_top_k"` // seed entities recalled from the query
+	GraphDepth      int     `json:"graph_depth"`        // hops around the seeds
+	GraphMaxNodes   int     `json:"graph_max_nodes"`    // subgraph cap
+	GraphTopK       int     `json:"graph_top_k"`        // chunks ranked by PageRank mass
+	GraphWeight     float64 `json:"graph_weight"`       // the graph list's RRF weight (the base list's is 1)
+	PPRDamping      float64 `json:"ppr_damping"`
 }
 
 // DefaultRetrieval is used where a KB saved nothing and embeds with a
@@ -40,7 +51,8 @@ type Retrieval struct {
 // terms embedders blur.
 func DefaultRetrieval() Retrieval {
 	return Retrieval{SearchMode: "hybrid", FinalTopK: 10, SimilarityThreshold: 0, BM25TopK: 50, VectorWeight: 0.7,
-		BM25Weight: 0.3, Fusion: "weighted", RRFK: 60, RecallTopK: 50, IncludeDistances: true}
+		BM25Weight: 0.3, Fusion: "weighted", RRFK: 60, RecallTopK: 50, IncludeDistances: true,
+		GraphEntityTopK: 10, GraphDepth: 2, GraphMaxNodes: 2000, GraphTopK: 20, GraphWeight: 1, PPRDamping: 0.85}
 }
 
 // DefaultRetrievalFor is the default for a KB embedding with the model
@@ -88,6 +100,13 @@ func ParamOptions(cur Retrieval) []ParamOption {
 		{Key: "reranker_model", Label: "Reranker model", Type: "string", Default: cur.RerankerModel, DependOn: "use_reranker=true"},
 		{Key: "recall_top_k", Label: "Recall candidates", Type: "number", Default: cur.RecallTopK, Min: f(10), Max: f(200), Step: f(1)},
 		{Key: "include_distances", Label: "Include distances", Type: "boolean", Default: cur.IncludeDistances},
+		{Key: "use_graph_retrieval", Label: "Graph retrieval", Type: "boolean", Default: cur.UseGraph},
+		{Key: "graph_entity_top_k", Label: "Graph seed entities", Type: "number", Default: cur.GraphEntityTopK, Min: f(1), Max: f(100), Step: f(1), DependOn: "use_graph_retrieval=true"},
+		{Key: "graph_depth", Label: "Graph hops", Type: "number", Default: cur.GraphDepth, Min: f(1), Max: f(3), Step: f(1), DependOn: "use_graph_retrieval=true"},
+		{Key: "graph_max_nodes", Label: "Graph subgraph nodes", Type: "number", Default: cur.GraphMaxNodes, Min: f(10), Max: f(10000), Step: f(10), DependOn: "use_graph_retrieval=true"},
+		{Key: "graph_top_k", Label: "Graph chunks", Type: "number", Default: cur.GraphTopK, Min: f(1), Max: f(200), Step: f(1), DependOn: "use_graph_retrieval=true"},
+		{Key: "graph_weight", Label: "Graph fusion weight", Type: "number", Default: cur.GraphWeight, Min: f(0), Max: f(10), Step: f(0.1), DependOn: "use_graph_retrieval=true"},
+		{Key: "ppr_damping", Label: "PageRank damping", Type: "number", Default: cur.PPRDamping, Min: f(0.05), Max: f(0.99), Step: f(0.01), DependOn: "use_graph_retrieval=true"},
 	}
 }
 
@@ -121,6 +140,18 @@ func (r Retrieval) Validate() error {
 		return bad("rrf_k must be between 1 and 1000")
 	case r.UseReranker && r.RerankerModel == "":
 		return bad("use_reranker needs reranker_model (provider_id:model_id)")
+	case r.GraphEntityTopK < 1 || r.GraphEntityTopK > 100:
+		return bad("graph_entity_top_k must be between 1 and 100")
+	case r.GraphDepth < 1 || r.GraphDepth > 3:
+		return bad("graph_depth must be between 1 and 3")
+	case r.GraphMaxNodes < 10 || r.GraphMaxNodes > 10000:
+		return bad("graph_max_nodes must be between 10 and 10000")
+	case r.GraphTopK < 1 || r.GraphTopK > 200:
+		return bad("graph_top_k must be between 1 and 200")
+	case r.GraphWeight < 0 || r.GraphWeight > 10 || math.IsNaN(r.GraphWeight):
+		return bad("graph_weight must be between 0 and 10")
+	case r.PPRDamping < 0.05 || r.PPRDamping > 0.99 || math.IsNaN(r.PPRDamping):
+		return bad("ppr_damping must be between 0.05 and 0.99")
 	}
 	return nil
 }
@@ -131,12 +162,32 @@ func (r Retrieval) Overlay(raw json.RawMessage) (Retrieval, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return r, nil
 	}
+	raw = aliasUseGraph(raw)
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
 		return r, failure.Unprocessable("invalid_query_params", "retrieval options: %v", err)
 	}
 	return r, r.Validate()
+}
+
+// aliasUseGraph accepts "use_graph" as another name of
+// "use_graph_retrieval" (the original's name wins when both are given).
+func aliasUseGraph(raw json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return raw
+	}
+	v, ok := m["use_graph"]
+	if !ok {
+		return raw
+	}
+	delete(m, "use_graph")
+	if _, both := m["use_graph_retrieval"]; !both {
+		m["use_graph_retrieval"] = v
+	}
+	out, _ := json.Marshal(m)
+	return out
 }
 
 // Retrieval returns the KB's saved retrieval options over the defaults.

@@ -17,7 +17,8 @@ func TestDefaultRetrieval(t *testing.T) {
 	t.Parallel()
 	d := kb.DefaultRetrieval()
 	want := kb.Retrieval{SearchMode: "hybrid", FinalTopK: 10, SimilarityThreshold: 0, BM25TopK: 50, VectorWeight: 0.7,
-		BM25Weight: 0.3, Fusion: "weighted", RRFK: 60, RecallTopK: 50, IncludeDistances: true}
+		BM25Weight: 0.3, Fusion: "weighted", RRFK: 60, RecallTopK: 50, IncludeDistances: true,
+		GraphEntityTopK: 10, GraphDepth: 2, GraphMaxNodes: 2000, GraphTopK: 20, GraphWeight: 1, PPRDamping: 0.85}
 	if d != want {
 		t.Fatalf("DefaultRetrieval = %+v", d)
 	}
@@ -137,7 +138,7 @@ func testCreateValidatesQueryParams(t *testing.T, e *env) {
 		Options map[string]any `json:"options"`
 	}
 	if err := json.Unmarshal(k.QueryParams, &doc); err != nil || doc.Options["bm25_top_k"] != float64(9) ||
-		doc.Options["search_mode"] != "hybrid" || len(doc.Options) != 12 {
+		doc.Options["search_mode"] != "hybrid" || len(doc.Options) != 19 || doc.Options["use_graph_retrieval"] != false {
 		t.Fatalf("stored query_params = %s", k.QueryParams)
 	}
 }
@@ -248,8 +249,17 @@ func TestRetrievalJSONNames(t *testing.T) {
 		names = append(names, strings.Split(rt.Field(i).Tag.Get("json"), ",")[0])
 	}
 	want := []string{"search_mode", "final_top_k", "similarity_threshold", "bm25_top_k", "vector_weight", "bm25_weight",
-		"fusion", "rrf_k", "use_reranker", "reranker_model", "recall_top_k", "include_distances"}
+		"fusion", "rrf_k", "use_reranker", "reranker_model", "recall_top_k", "include_distances",
+		"use_graph_retrieval", "graph_entity_top_k", "graph_depth", "graph_max_nodes", "graph_top_k", "graph_weight", "ppr_damping"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("json names = %v", names)
+	}
+	// "use_graph" is accepted as another name of use_graph_retrieval.
+	r, err := kb.DefaultRetrieval().Overlay([]byte(`{"use_graph": true, "ppr_damping": 0.5}`))
+	if err != nil || !r.UseGraph || r.PPRDamping != 0.5 {
+		t.Fatalf("overlay use_graph = %+v, %v", r, err)
+	}
+	if _, err := kb.DefaultRetrieval().Overlay([]byte(`{"ppr_damping": 1}`)); err == nil {
+		t.Fatal("ppr_damping 1 accepted")
 	}
 }

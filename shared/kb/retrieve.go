@@ -34,13 +34,37 @@ type Models interface {
 	Reranker(spec string) (embed.Reranker, error)
 }
 
+// GraphRanker ranks a KB's chunks through its knowledge graph
+// (graph.Retrieval): seeds from the query and the chunk ids of the top
+// hits, best first. No graph, or no seed, is an empty list.
+type GraphRanker interface {
+	RankChunks(ctx context.Context, kbID, query string, hits []string, opt GraphQuery) ([]GraphHit, error)
+}
+
+// GraphQuery is the graph part of the retrieval options.
+type GraphQuery struct {
+	EntityTopK, Depth, MaxNodes, TopK int
+	Damping                           float64
+}
+
+// GraphHit is a chunk ranked by the PageRank mass of its entities.
+type GraphHit struct {
+	ChunkID string
+	Score   float64
+}
+
 // Retriever answers queries over knowledge bases.
 type Retriever struct {
 	db      postgres.DB
 	vectors VectorSearcher
 	keyword KeywordSearcher
 	models  Models
+	graph   GraphRanker
 }
+
+// UseGraph installs the graph ranker of use_graph_retrieval (without one,
+// the option changes nothing).
+func (r *Retriever) UseGraph(g GraphRanker) { r.graph = g }
 
 // NewRetriever returns a retriever.
 func NewRetriever(db postgres.DB, vectors VectorSearcher, kw KeywordSearcher, models Models) *Retriever {
@@ -60,7 +84,11 @@ type Result struct {
 	HybridScore *float64       `json:"hybrid_score,omitempty"`
 	RerankScore *float64       `json:"rerank_score,omitempty"`
 	FusionScore *float64       `json:"fusion_score,omitempty"`
-	vectorScore *float64
+	// GraphScore is the PageRank mass of the chunk's entities; FusionSources
+	// the lists ("base", "graph") that found it (graph retrieval only).
+	GraphScore    *float64 `json:"graph_score,omitempty"`
+	FusionSources []string `json:"fusion_sources,omitempty"`
+	vectorScore   *float64
 }
 
 // Query retrieves from k with options opt; fileName, when set, restricts the
@@ -106,7 +134,7 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	if opt.UseReranker && opt.RecallTopK > recall {
 		recall = opt.RecallTopK
 	}
-	if opt.SearchMode == "hybrid" && opt.RecallTopK > recall {
+	if (opt.SearchMode == "hybrid" || opt.UseGraph) && opt.RecallTopK > recall {
 		recall = opt.RecallTopK
 	}
 	var vec, kw []scored
@@ -153,6 +181,11 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	if len(ranked) > recall {
 		ranked = ranked[:recall]
 	}
+	if opt.UseGraph && r.graph != nil {
+		if ranked, err = r.withGraph(ctx, k.KBID, query, ranked, opt, allow); err != nil {
+			return nil, err
+		}
+	}
 	results, err := r.hydrate(ctx, k.KBID, ranked, opt)
 	if err != nil {
 		return nil, err
@@ -177,6 +210,71 @@ type fused struct {
 	id           string
 	score        float64
 	vector, bm25 *float64
+	graph        *float64 // PageRank mass (graph retrieval)
+	fusion       *float64 // RRF of the base and graph lists
+	sources      []string // the lists that found it: "base", "graph"
+}
+
+// graphSeedHits is how many of the top chunk hits lend their entities to the
+// graph's seeds.
+const graphSeedHits = 10
+
+// withGraph fuses the base list with the graph's chunks by reciprocal rank
+// fusion (Cormack et al. 2009; the original's score += weight/(60+rank), base
+// weight 1, graph graph_weight). allow (may be nil) filters graph chunks as
+// the base search was filtered.
+func (r *Retriever) withGraph(ctx context.Context, kbID, query string, base []fused, opt Retrieval, allow func(string) bool) ([]fused, error) {
+	hits := make([]string, 0, graphSeedHits)
+	for _, f := range base {
+		if len(hits) == graphSeedHits {
+			break
+		}
+		hits = append(hits, f.id)
+	}
+	g, err := r.graph.RankChunks(ctx, kbID, query, hits, GraphQuery{EntityTopK: opt.GraphEntityTopK, Depth: opt.GraphDepth,
+		MaxNodes: opt.GraphMaxNodes, TopK: opt.GraphTopK, Damping: opt.PPRDamping})
+	if err != nil {
+		return nil, fmt.Errorf("graph retrieval: %w", err)
+	}
+	if len(g) == 0 {
+		return base, nil
+	}
+	const k = 60.0
+	byID := make(map[string]*fused, len(base)+len(g))
+	order := make([]string, 0, len(base)+len(g))
+	for rank, f := range base {
+		c := f
+		s := 1 / (k + float64(rank+1))
+		c.fusion, c.sources = &s, []string{"base"}
+		byID[c.id] = &c
+		order = append(order, c.id)
+	}
+	rank := 0
+	for _, h := range g {
+		if allow != nil && !allow(h.ChunkID) {
+			continue
+		}
+		rank++
+		c := byID[h.ChunkID]
+		if c == nil {
+			zero := 0.0
+			c = &fused{id: h.ChunkID, fusion: &zero}
+			byID[h.ChunkID] = c
+			order = append(order, h.ChunkID)
+		}
+		gs := h.Score
+		c.graph = &gs
+		*c.fusion += opt.GraphWeight / (k + float64(rank))
+		c.sources = append(c.sources, "graph")
+	}
+	out := make([]fused, 0, len(order))
+	for _, id := range order {
+		c := byID[id]
+		c.score = *c.fusion
+		out = append(out, *c)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].score > out[j].score })
+	return out, nil
 }
 
 func (r *Retriever) vectorSearch(ctx context.Context, k KB, query string, n int, groups []string) ([]scored, error) {
@@ -363,9 +461,19 @@ func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, op
 		if f.bm25 != nil {
 			res.BM25Score = f.bm25
 		}
-		if opt.SearchMode == "hybrid" {
+		if opt.SearchMode == "hybrid" && f.fusion == nil {
 			s := f.score
 			res.HybridScore = &s
+		}
+		if f.fusion != nil {
+			res.FusionScore = f.fusion
+			res.FusionSources = f.sources
+			res.Metadata["fusion_score"] = *f.fusion
+			res.Metadata["fusion_sources"] = f.sources
+		}
+		if f.graph != nil {
+			res.GraphScore = f.graph
+			res.Metadata["graph_score"] = *f.graph
 		}
 		out = append(out, res)
 	}

@@ -1,4 +1,4 @@
-// Package kbtool is the agent's knowledge-base tools: list_kbs, query_kb,
+// Package kbtool is the agent's knowledge-base tools: list_kbs, get_mindmap, query_kb,
 // find_kb_document, open_kb_document, search_file and download_kb_file (spec §4.5: argument
 // schemas, line numbering and window semantics as the original). A tool sees
 // only the knowledge bases that are both readable by the run's user and
@@ -9,8 +9,8 @@
 // a process that only offers the tools to the model links instead.
 //
 // Imported by: the tool registry wiring (bootstrap/knowledge). May import:
-// shared/kb, shared/kbtool/kbspec, shared/tool, shared/access, shared/postgres,
-// shared/failure, pgx.
+// shared/kb, shared/kbtool/kbspec, shared/mindmap, shared/tool, shared/access,
+// shared/postgres, shared/failure, pgx.
 package kbtool
 
 import (
@@ -29,6 +29,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
+	"github.com/yuxi-serverless/yuxi/shared/mindmap"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
@@ -37,6 +38,8 @@ type Deps struct {
 	Pool      *pgxpool.Pool
 	KBs       *kb.Store
 	Retriever *kb.Retriever
+	// Mindmaps renders mind maps (get_mindmap; nil: it answers "unavailable").
+	Mindmaps *mindmap.Service
 	// ReadMarkdown returns the Markdown stored under key.
 	ReadMarkdown func(ctx context.Context, key string) (string, error)
 	// ReadObject returns a stored original (at most max bytes; more is a
@@ -48,7 +51,32 @@ type Deps struct {
 
 // Tools returns the six knowledge tools.
 func Tools(d Deps) []tool.Tool {
-	return []tool.Tool{listKBs{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}, downloadFile{d}}
+	return []tool.Tool{listKBs{d}, getMindmap{d}, queryKB{d}, findDocument{d}, openDocument{d}, searchFile{d}, downloadFile{d}}
+}
+
+type getMindmap struct{ d Deps }
+
+func (getMindmap) Spec() tool.Spec { return kbspec.GetMindmap() }
+
+// Invoke finds the knowledge base by name among those in scope.
+func (t getMindmap) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	return run(ctx, t.d, c, func(sc scope, a struct {
+		KBName string `json:"kb_name"`
+	}) (any, error) {
+		if t.d.Mindmaps == nil {
+			return nil, failure.NotFound("mindmap_unavailable", "mind maps are not available here")
+		}
+		kbs, err := sc.visible(ctx, t.d)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range kbs {
+			if k.Name == strings.TrimSpace(a.KBName) {
+				return t.d.Mindmaps.ForAgent(ctx, k)
+			}
+		}
+		return nil, failure.NotFound("kb_not_available", "知识库 '%s' 不存在或当前会话未启用", a.KBName)
+	})
 }
 
 // scope is who calls, and which KBs the run's agent may use.
@@ -136,6 +164,9 @@ func run[T any](ctx context.Context, d Deps, c tool.Call, fn func(scope, T) (any
 			return tool.Errorf(fe.Message), nil
 		}
 		return tool.Result{}, err
+	}
+	if text, ok := out.(string); ok { // a text result (get_mindmap)
+		return tool.Result{Output: text}, nil
 	}
 	text, err := tool.JSON(out)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/logring"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
+	"github.com/yuxi-serverless/yuxi/shared/mindmap"
 	"github.com/yuxi-serverless/yuxi/shared/modelprovider"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/outbox"
@@ -69,11 +70,13 @@ type Deps struct {
 	// GraphBuild is the graph-build routes' use cases (nil: they answer 404
 	// graph_unavailable); its KBs is set here.
 	GraphBuild *graph.Builder
-	Retriever  *kb.Retriever
-	Blob       blob.Store
-	Keyword    kb.KeywordIndex
-	Vectors    kb.VectorStore
-	Outbox     *outbox.Outbox
+	// Mindmaps serves the mind-map routes (nil: they answer 503 mindmap_unavailable).
+	Mindmaps  *mindmap.Service
+	Retriever *kb.Retriever
+	Blob      blob.Store
+	Keyword   kb.KeywordIndex
+	Vectors   kb.VectorStore
+	Outbox    *outbox.Outbox
 	// Evaluation serves /api/evaluation (nil: those routes answer 503).
 	Evaluation *evaluation.Service
 	// Parser turns a file into Markdown (POST /api/knowledge/files/markdown; nil: not served).

@@ -240,6 +240,7 @@ func (s *Server) Routes() []Route {
 	rs = append(rs, s.dashboardRoutes()...)
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
+		rs = append(rs, s.mindmapRoutes()...)
 		rs = append(rs, s.evaluationRoutes()...)
 		rs = append(rs, s.taskRoutes()...)
 		rs = append(rs, s.suiteRoutes()...) // routes_suites.go

@@ -20,8 +20,8 @@ func TestOfferedKnowledgeToolsAreTheOnesToolInvokeRuns(t *testing.T) {
 	if !reflect.DeepEqual(offered, run) {
 		t.Errorf("offered specs differ from the tools tool-invoke runs:\noffered %+v\nrun     %+v", offered, run)
 	}
-	if len(offered) != 6 {
-		t.Errorf("%d knowledge tools offered, want 6", len(offered))
+	if len(offered) != 7 {
+		t.Errorf("%d knowledge tools offered, want 7 (with download_kb_file and get_mindmap)", len(offered))
 	}
 }
 

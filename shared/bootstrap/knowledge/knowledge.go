@@ -36,6 +36,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/langfuse"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
+	"github.com/yuxi-serverless/yuxi/shared/mindmap"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/shared/vector"
 )
@@ -81,6 +82,7 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
 	e.KBs.CleanGraphWith(e.Graph) // a deletion removes its graph in its transaction
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
+	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
 	return e, nil
 }
 
@@ -94,9 +96,15 @@ func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.B
 	return b
 }
 
+// Mindmaps returns the mind-map use cases (the mind-map routes and the
+// agent's get_mindmap), generating with the managed model providers.
+func (e *Engines) Mindmaps() *mindmap.Service {
+	return &mindmap.Service{Pool: e.core.Pool, KBs: e.KBs, Files: e.KBs, Models: e.core.Providers}
+}
+
 // Tools returns the agent's knowledge-base tools.
 func (e *Engines) Tools() []tool.Tool {
-	return kbtool.Tools(kbtool.Deps{Pool: e.core.Pool, KBs: e.KBs, Retriever: e.Retriever, ReadMarkdown: func(ctx context.Context, key string) (string, error) {
+	return kbtool.Tools(kbtool.Deps{Pool: e.core.Pool, KBs: e.KBs, Retriever: e.Retriever, Mindmaps: e.Mindmaps(), ReadMarkdown: func(ctx context.Context, key string) (string, error) {
 		rc, _, err := e.Blob.Get(ctx, key)
 		if errors.Is(err, blob.ErrNotFound) {
 			return "", failure.Unprocessable("not_parsed", "the parsed document is gone; parse the file again")

@@ -250,6 +250,16 @@ func lookups(t *testing.T, e graph.Engine) {
 	if len(found) != 0 {
 		t.Fatalf("a LIKE wildcard is matched literally: %+v", found)
 	}
+	named, err := e.EntitiesNamed(ctx, "kb", []string{"paris", "marie", "nowhere"}, 10)
+	if err != nil || len(named) != 2 || named[0].Name+named[1].Name != "MarieParis" && named[0].Name+named[1].Name != "ParisMarie" {
+		t.Fatalf("EntitiesNamed(paris, marie) = %+v, %v", named, err)
+	}
+	if named, _ = e.EntitiesNamed(ctx, "kb", []string{"paris", "france"}, 1); len(named) != 1 || named[0].Name != "France" {
+		t.Fatalf("EntitiesNamed limit 1, longest name first = %+v", named)
+	}
+	if named, _ = e.EntitiesNamed(ctx, "other", []string{"paris"}, 10); len(named) != 0 {
+		t.Fatalf("EntitiesNamed in another knowledge base = %+v", named)
+	}
 	s := stats(t, e, "kb")
 	if s.Entities != 4 || s.Relations != 3 || s.Chunks != 3 || s.Files != 2 ||
 		!slices.Equal(s.EntityType, []graph.LabelCount{{Label: "City", Count: 2}, {Label: "Country", Count: 1}, {Label: "Person", Count: 1}}) {

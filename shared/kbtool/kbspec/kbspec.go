@@ -13,9 +13,16 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 )
 
-// All returns the five knowledge tools' specs.
+// All returns the six knowledge tools' specs.
 func All() []tool.Spec {
-	return []tool.Spec{ListKBs(), QueryKB(), OpenDocument(), FindDocument(), SearchFile(), DownloadFile()}
+	return []tool.Spec{ListKBs(), GetMindmap(), QueryKB(), OpenDocument(), FindDocument(), SearchFile(), DownloadFile()}
+}
+
+// GetMindmap is get_mindmap (the knowledge base by name, as the original).
+func GetMindmap() tool.Spec {
+	return spec("get_mindmap", "Get a knowledge base's mind map",
+		"Return the mind map of knowledge base kb_name (its files organised by topic) as an indented tree, to see what it covers before searching.",
+		`{"type":"object","additionalProperties":false,"required":["kb_name"],"properties":{"kb_name":{"type":"string","minLength":1}}}`)
 }
 
 func spec(name, display, desc, params string) tool.Spec {

@@ -1,0 +1,131 @@
+package graph
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"unicode"
+
+	"github.com/yuxi-serverless/yuxi/shared/kb"
+)
+
+// Retrieval is graph retrieval over an Engine (kb.GraphRanker): the
+// entities the query names (its word n-grams matched against entity names)
+// and the entities the top chunk hits mention are the seeds; their
+// depth-hop subgraph is ranked by PersonalizedPageRank; chunks are ranked by
+// the PageRank mass of the entities they mention (HippoRAG's passage
+// ranking). Seed weights follow the original: an entity the query names
+// 1.0, an entity of a top chunk hit 0.3.
+type Retrieval struct {
+	engine Engine
+}
+
+// NewRetrieval returns graph retrieval over engine.
+func NewRetrieval(engine Engine) *Retrieval { return &Retrieval{engine: engine} }
+
+var _ kb.GraphRanker = (*Retrieval)(nil)
+
+// Seed weights (the original's: entity recall 1.0, base chunks' entities 0.3).
+const (
+	queryEntityWeight = 1.0
+	hitEntityWeight   = 0.3
+	maxNameWords      = 6
+	// mentionEntities is how many of the highest-ranked entities (at least)
+	// lend their PageRank mass to chunks.
+	mentionEntities = 100
+)
+
+// RankChunks implements kb.GraphRanker.
+func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
+	seeds := map[string]float64{}
+	named, err := g.engine.EntitiesNamed(ctx, kbID, QueryNames(query), opt.EntityTopK)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range named {
+		seeds[e.ID] += queryEntityWeight
+	}
+	if len(hits) > 0 {
+		byChunk, err := g.engine.ChunkEntities(ctx, kbID, hits)
+		if err != nil {
+			return nil, fmt.Errorf("entities of top hits: %w", err)
+		}
+		for _, ents := range byChunk {
+			for _, id := range ents {
+				seeds[id] += hitEntityWeight
+			}
+		}
+	}
+	if len(seeds) == 0 {
+		return nil, nil
+	}
+	// The query's entities first (they survive a node cap), then the
+	// others sorted: the subgraph, hence PageRank's float sums and the
+	// order of tied chunks, must not depend on map iteration.
+	ids := make([]string, 0, len(seeds))
+	for _, e := range named {
+		ids = append(ids, e.ID)
+	}
+	rest := make([]string, 0, len(seeds))
+	for id := range seeds {
+		rest = append(rest, id)
+	}
+	sort.Strings(rest)
+	ids = append(ids, rest...)
+	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes})
+	if err != nil {
+		return nil, err
+	}
+	scores := PersonalizedPageRank(sg, seeds, PPROptions{Damping: opt.Damping})
+	if len(scores) == 0 {
+		return nil, nil
+	}
+	// Only the entities holding most of the mass can lift a chunk into the
+	// top graph_top_k: their mentions are loaded, not those of the whole
+	// subgraph (a hub of the subgraph can be mentioned by thousands of chunks).
+	ents := make([]string, 0, len(sg.Entities))
+	for _, e := range sg.Entities {
+		ents = append(ents, e.ID)
+	}
+	sort.SliceStable(ents, func(i, j int) bool { return scores[ents[i]] > scores[ents[j]] })
+	if limit := max(4*opt.TopK, mentionEntities); len(ents) > limit {
+		ents = ents[:limit]
+	}
+	mentions, err := g.engine.Mentions(ctx, kbID, ents)
+	if err != nil {
+		return nil, fmt.Errorf("mentions: %w", err)
+	}
+	ranked := RankChunks(scores, mentions, opt.TopK)
+	out := make([]kb.GraphHit, len(ranked))
+	for i, c := range ranked {
+		out[i] = kb.GraphHit{ChunkID: c.ChunkID, Score: c.Score}
+	}
+	return out, nil
+}
+
+// QueryNames returns the normalized word n-grams (up to six words) of a
+// query: the names it could mention. Punctuation splits words, except inner
+// hyphens, apostrophes and dots ("co-founder", "O'Neil", "v0.7").
+func QueryNames(query string) []string {
+	words := strings.FieldsFunc(strings.ToLower(query), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '\'' && r != '.' && r != '_'
+	})
+	for i, w := range words {
+		w = strings.TrimSuffix(strings.TrimSuffix(w, "'s"), "’s") // a possessive names its owner
+		words[i] = strings.Trim(w, "-'._")
+	}
+	seen := map[string]bool{}
+	var out []string
+	for i := range words {
+		for n := 1; n <= maxNameWords && i+n <= len(words); n++ {
+			name := strings.Join(words[i:i+n], " ")
+			if words[i+n-1] == "" || words[i] == "" || seen[name] {
+				continue
+			}
+			seen[name] = true
+			out = append(out, name)
+		}
+	}
+	return out
+}
