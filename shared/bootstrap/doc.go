@@ -7,7 +7,9 @@
 // runs, agents, threads, queue, auth), knowledge (the knowledge-base engines)
 // and parser (the document parser). YUXI_RELAY chooses how the outbox
 // publishes (relay.go): over HTTP to K_SINK, or to EventBridge, SQS or
-// Pub/Sub through shared/cloudbus.
+// Pub/Sub through shared/cloudbus. Main (main.go) is the whole of a
+// function's main: Load, OpenCore, the function's own wiring, the relay
+// and faas.Serve until SIGINT/SIGTERM.
 //
 // Imported by: function mains, infra/local, tests and benchmarks.
 // May import: shared/postgres, shared/outbox, shared/runstream, shared/faas,
