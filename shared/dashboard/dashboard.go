@@ -6,14 +6,15 @@
 // No route scans messages or tool_calls: counts come from
 // dashboard_rollups, which statement-level triggers (migration 0022) keep
 // in the same transaction as the rows they count — exact under concurrent
-// writers, whichever package writes — sharded over 8 rows per key so that
-// writers do not queue on one row. Lists (conversations, feedback) read
+// writers, whichever package writes — each backend adding to rows of its
+// own (shard = its pid), so that writers neither queue on one row nor
+// deadlock; Compact folds those rows into shard 0 (the dispatcher's sweep). Lists (conversations, feedback) read
 // pages through indexes. Tables read: dashboard_rollups (owned here, with
 // its triggers), conversations, messages (one conversation's), tool_calls
 // (one conversation's), message_feedbacks, users, agents, knowledge_bases,
 // knowledge_files.
 //
-// Imported by: functions/intake, shared/bootstrap/identity, tests (bench figure 16).
+// Imported by: functions/intake, shared/bootstrap/identity, shared/bootstrap/knowledge (the sweep's Compact), tests (bench figure 16).
 // May import: shared/failure, pgx.
 package dashboard
 
@@ -41,6 +42,15 @@ type Store struct {
 
 // New returns the dashboard over pool.
 func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool, now: time.Now} }
+
+// Compact folds the backends' rollup rows into shard 0 (rows a running
+// transaction is writing are left for next time) and returns how many rows
+// it folded. Safe to run concurrently with writers and with itself.
+func (s *Store) Compact(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT dashboard_compact()`).Scan(&n)
+	return n, err
+}
 
 // epoch is the bucket of all-time totals.
 var epoch = time.Unix(0, 0).UTC()

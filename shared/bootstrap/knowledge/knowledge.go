@@ -27,6 +27,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
+	"github.com/yuxi-serverless/yuxi/shared/dashboard"
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -268,7 +269,8 @@ func (e *Engines) Evaluation() *evaluation.Service {
 // FileSweeper is the knowledge part of the dispatcher's sweep: it recovers
 // stalled ingestion, applies owed vector deletions, purges deleted KBs and
 // removes uploads older than YUXI_UPLOAD_GRACE that were never registered
-// in a KB or sent in a chat message.
+// in a KB or sent in a chat message; it also compacts the dashboard's
+// rollup rows.
 func (e *Engines) FileSweeper() FileSweeper { return FileSweeper{e: e} }
 
 // FileSweeper implements dispatcher.Files.
@@ -315,7 +317,8 @@ func (f FileSweeper) removeUnused(ctx context.Context) error {
 	if m > 0 {
 		c.Log.Info("sweep removed chat images never sent", "count", m)
 	}
-	return errors.Join(err, ierr)
+	_, cerr := dashboard.New(c.Pool).Compact(ctx) // the backends' dashboard rollup rows into one
+	return errors.Join(err, ierr, cerr)
 }
 
 // tempRemover is an object store that can leave temp objects behind when its

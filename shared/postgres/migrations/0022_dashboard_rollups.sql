@@ -7,8 +7,11 @@
 --
 -- metric/category/bucket: what is counted. bucket is the UTC hour of the
 -- row's created_at for time series, or 'epoch' for all-time totals. shard
--- spreads concurrent writers over 8 rows (pg_backend_pid() % 8) so that
--- they do not queue on one hot row; readers sum the shards.
+-- is the writing backend's pid: concurrent transactions never touch the
+-- same rollup row (one connection runs one transaction at a time), so they
+-- neither queue on a hot row nor deadlock, whatever tables they write in
+-- whatever order. Shard 0 (no backend has pid 0) holds what
+-- dashboard_compact() folded in; readers sum the shards.
 --
 -- Metrics:
 --   messages            hourly, by role           (rows of messages; +insert −delete)
@@ -26,21 +29,19 @@ CREATE TABLE dashboard_rollups (
     metric   text NOT NULL,
     category text NOT NULL,
     bucket   timestamp NOT NULL,
-    shard    smallint NOT NULL,
+    shard    integer NOT NULL,
     n        bigint NOT NULL DEFAULT 0,
     PRIMARY KEY (metric, bucket, category, shard)
 );
 
--- Each trigger adds a statement's delta, summed per key: one upsert per
--- key and statement, whatever the number of rows, taken in key order. Two
--- concurrent transactions on the same shard that touch the same keys of two
--- tables in opposite statement orders could still deadlock; PostgreSQL then
--- aborts one, and its function's delivery is retried (at-least-once).
+-- Each trigger adds a statement's delta, summed per key, to the writing
+-- backend's own rows: one upsert per key and statement, whatever the number
+-- of rows.
 CREATE FUNCTION dashboard_messages_trg() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), sum(n) FROM (
             SELECT 'messages' AS metric, role AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM new_rows
             UNION ALL SELECT 'messages_total', role, 'epoch', 1 FROM new_rows
             UNION ALL SELECT 'models', extra_metadata->>'model_spec', date_trunc('hour', created_at AT TIME ZONE 'UTC'), 1 FROM new_rows
@@ -51,7 +52,7 @@ BEGIN
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSE
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, -sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), -sum(n) FROM (
             SELECT 'messages' AS metric, role AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM old_rows
             UNION ALL SELECT 'messages_total', role, 'epoch', 1 FROM old_rows
             UNION ALL SELECT 'models', extra_metadata->>'model_spec', date_trunc('hour', created_at AT TIME ZONE 'UTC'), 1 FROM old_rows
@@ -72,7 +73,7 @@ CREATE FUNCTION dashboard_conversations_trg() RETURNS trigger LANGUAGE plpgsql A
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), sum(n) FROM (
             SELECT 'conversations' AS metric, agent_id AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM new_rows
             UNION ALL SELECT 'conversations_agent', agent_id, 'epoch', 1 FROM new_rows
             UNION ALL SELECT 'conversations_status', status, 'epoch', 1 FROM new_rows
@@ -80,7 +81,7 @@ BEGIN
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, -sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), -sum(n) FROM (
             SELECT 'conversations' AS metric, agent_id AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM old_rows
             UNION ALL SELECT 'conversations_agent', agent_id, 'epoch', 1 FROM old_rows
             UNION ALL SELECT 'conversations_status', status, 'epoch', 1 FROM old_rows
@@ -88,7 +89,7 @@ BEGIN
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSE
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT 'conversations_status', category, 'epoch', pg_backend_pid() % 8, sum(n) FROM (
+        SELECT 'conversations_status', category, 'epoch', pg_backend_pid(), sum(n) FROM (
             SELECT o.status AS category, -1::bigint AS n FROM old_rows o JOIN new_rows w ON w.id = o.id WHERE w.status <> o.status
             UNION ALL SELECT w.status, 1 FROM old_rows o JOIN new_rows w ON w.id = o.id WHERE w.status <> o.status
         ) x GROUP BY category ORDER BY 2
@@ -107,7 +108,7 @@ CREATE FUNCTION dashboard_tool_calls_trg() RETURNS trigger LANGUAGE plpgsql AS $
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), sum(n) FROM (
             SELECT 'tool_calls' AS metric, tool_name AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM new_rows
             UNION ALL SELECT 'tool_status', status || '|' || tool_name, 'epoch', 1 FROM new_rows
             UNION ALL SELECT 'tool_agent', coalesce(r.agent_slug, ''), 'epoch', 1 FROM new_rows t LEFT JOIN agent_runs r ON r.id = t.run_id
@@ -115,14 +116,14 @@ BEGIN
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT metric, category, bucket, pg_backend_pid() % 8, -sum(n) FROM (
+        SELECT metric, category, bucket, pg_backend_pid(), -sum(n) FROM (
             SELECT 'tool_calls' AS metric, tool_name AS category, date_trunc('hour', created_at AT TIME ZONE 'UTC') AS bucket, 1::bigint AS n FROM old_rows
             UNION ALL SELECT 'tool_status', status || '|' || tool_name, 'epoch', 1 FROM old_rows
         ) x GROUP BY metric, category, bucket ORDER BY 1, 2, 3
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSE
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT 'tool_status', category, 'epoch', pg_backend_pid() % 8, sum(n) FROM (
+        SELECT 'tool_status', category, 'epoch', pg_backend_pid(), sum(n) FROM (
             SELECT o.status || '|' || o.tool_name AS category, -1::bigint AS n FROM old_rows o JOIN new_rows w ON w.id = o.id
                 WHERE w.status <> o.status OR w.tool_name <> o.tool_name
             UNION ALL SELECT w.status || '|' || w.tool_name, 1 FROM old_rows o JOIN new_rows w ON w.id = o.id
@@ -143,15 +144,15 @@ CREATE FUNCTION dashboard_feedbacks_trg() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'INSERT' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT 'feedback', rating, 'epoch', pg_backend_pid() % 8, count(*) FROM new_rows GROUP BY rating ORDER BY 2
+        SELECT 'feedback', rating, 'epoch', pg_backend_pid(), count(*) FROM new_rows GROUP BY rating ORDER BY 2
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSIF TG_OP = 'DELETE' THEN
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT 'feedback', rating, 'epoch', pg_backend_pid() % 8, -count(*) FROM old_rows GROUP BY rating ORDER BY 2
+        SELECT 'feedback', rating, 'epoch', pg_backend_pid(), -count(*) FROM old_rows GROUP BY rating ORDER BY 2
         ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n;
     ELSE
         INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
-        SELECT 'feedback', category, 'epoch', pg_backend_pid() % 8, sum(n) FROM (
+        SELECT 'feedback', category, 'epoch', pg_backend_pid(), sum(n) FROM (
             SELECT o.rating AS category, -1::bigint AS n FROM old_rows o JOIN new_rows w ON w.id = o.id WHERE w.rating <> o.rating
             UNION ALL SELECT w.rating, 1 FROM old_rows o JOIN new_rows w ON w.id = o.id WHERE w.rating <> o.rating
         ) x GROUP BY category ORDER BY 2
@@ -186,3 +187,21 @@ SELECT metric, category, bucket, 0, sum(n) FROM (
 
 -- The dashboard's conversation list and activity windows.
 CREATE INDEX conversations_updated ON conversations (updated_at DESC);
+
+-- dashboard_compact folds the backends' rows into shard 0 (the dispatcher's
+-- sweep calls it), so that the rows per key stay few however many
+-- connections have come and gone. Rows a running transaction is writing are
+-- skipped (SKIP LOCKED) and folded next time; only compactions write shard
+-- 0, in key order. Returns the number of rows folded.
+CREATE FUNCTION dashboard_compact() RETURNS bigint LANGUAGE sql AS $$
+    WITH moved AS (
+        DELETE FROM dashboard_rollups WHERE ctid = ANY (ARRAY(
+            SELECT ctid FROM dashboard_rollups WHERE shard <> 0 FOR UPDATE SKIP LOCKED))
+        RETURNING metric, category, bucket, n
+    ), folded AS (
+        INSERT INTO dashboard_rollups (metric, category, bucket, shard, n)
+        SELECT metric, category, bucket, 0, sum(n) FROM moved GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+        ON CONFLICT (metric, bucket, category, shard) DO UPDATE SET n = dashboard_rollups.n + EXCLUDED.n
+    )
+    SELECT count(*) FROM moved
+$$;
