@@ -362,7 +362,7 @@ func (s *Store) batches(ctx context.Context, kbIDs []string, id string, names ma
 // evalRuns reads evaluation runs (status running | completed | failed).
 func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
 	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.kb_id, r.name, r.dataset_id, r.status, r.total_items, r.completed_items,
-		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate
 		FROM evaluation_runs r
 		WHERE r.kb_id = ANY($1) AND ($2 = '' OR r.run_id = $2)
 		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
@@ -377,10 +377,11 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 		var name, dataset, status string
 		var total, completed int
 		var score *float64
-		var metrics json.RawMessage
+		var metrics, gate json.RawMessage
+		var gateStatus *string
 		var started time.Time
 		if err := rows.Scan(&t.ID, &t.KBID, &name, &dataset, &status, &total, &completed, &score, &metrics, &started,
-			&t.CompletedAt, &t.CreatedBy); err != nil {
+			&t.CompletedAt, &t.CreatedBy, &gateStatus, &gate); err != nil {
 			return nil, err
 		}
 		t.Type, t.Name = TypeEvaluation, "RAG评估 "+name
@@ -407,8 +408,11 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 		default:
 			t.Status, t.Message = Running, fmt.Sprintf("已评估 %d/%d", completed, total)
 		}
+		if gateStatus != nil && *gateStatus == "regressed" {
+			t.Message = "任务已完成：指标回归（regressed）" // a scheduled run below its gate's baseline
+		}
 		t.Payload = map[string]any{"kb_id": t.KBID, "dataset_id": dataset, "run_id": t.ID}
-		t.Result = map[string]any{"overall_score": score, "metrics": metrics}
+		t.Result = map[string]any{"overall_score": score, "metrics": metrics, "gate_status": gateStatus, "gate": gate}
 		out = append(out, t)
 	}
 	return out, rows.Err()

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +157,14 @@ func TestEvaluationScheduleAndGate(t *testing.T) {
 	}
 	if regressed != 1 {
 		t.Fatalf("%d regression events for the regressed run", regressed)
+	}
+	// The regression shows in the task centre too.
+	task := c.OK("GET", "/api/tasks/"+second["run_id"].(string), nil)["task"].(map[string]any)
+	if res, _ := task["result"].(map[string]any); res["gate_status"] != "regressed" || !strings.Contains(task["message"].(string), "regressed") {
+		t.Fatalf("regressed run as a task: %v", task)
+	}
+	if task := c.OK("GET", "/api/tasks/"+first["run_id"].(string), nil)["task"].(map[string]any); task["result"].(map[string]any)["gate_status"] != "passed" {
+		t.Fatalf("passing run as a task: %v", task)
 	}
 
 	hist := c.Data("GET", "/api/evaluation/history?target="+schedID+"&metric=recall@10", nil).(map[string]any)["points"].([]any)
