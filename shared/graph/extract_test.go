@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,6 +103,7 @@ func TestExtractFileBoundsConcurrency(t *testing.T) {
 	ex := graph.NewExtractor(pool, graph.NewPostgres(pool))
 	var inFlight, peak atomic.Int64
 	release := make(chan struct{})
+	var once sync.Once
 	model := modelFunc(func(ctx context.Context, req llm.Request) (llm.Response, error) {
 		n := inFlight.Add(1)
 		defer inFlight.Add(-1)
@@ -112,7 +114,7 @@ func TestExtractFileBoundsConcurrency(t *testing.T) {
 			}
 		}
 		if n == 3 {
-			close(release) // all three slots taken at once
+			once.Do(func() { close(release) }) // all three slots taken at once (later calls may fill them again)
 		}
 		<-release
 		return llm.Response{Content: `{"entities":[],"relations":[]}`}, nil

@@ -624,7 +624,7 @@ func TestKnowledgeToolsAreRegistered(t *testing.T) {
 	// ?category filters; options are {label: display name, value: slug}.
 	var kbOnly struct{ Data []listing }
 	user.Do("GET", "/api/system/tools?category=knowledge", nil).Decode(t, &kbOnly)
-	if len(kbOnly.Data) != 6 {
+	if len(kbOnly.Data) != 7 {
 		t.Errorf("category=knowledge: %+v", kbOnly.Data)
 	}
 	for _, tl := range kbOnly.Data {
