@@ -37,93 +37,69 @@ func (s *Server) dash() (*dashboard.Store, error) {
 	return s.d.Dashboard, nil
 }
 
+// withDash answers what call returns from the dashboard (503 when the
+// deployment has none), as the original: the object itself, no envelope.
+func (s *Server) withDash(w http.ResponseWriter, call func(*dashboard.Store) (any, error)) error {
+	d, err := s.dash()
+	if err != nil {
+		return err
+	}
+	out, err := call(d)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
 func (s *Server) dashStat(fn func(*dashboard.Store, context.Context) (map[string]any, error)) handler {
 	return func(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-		d, err := s.dash()
-		if err != nil {
-			return err
-		}
-		out, err := fn(d, r.Context())
-		if err != nil {
-			return err
-		}
-		writeJSON(w, http.StatusOK, out)
-		return nil
+		return s.withDash(w, func(d *dashboard.Store) (any, error) { return fn(d, r.Context()) })
 	}
 }
 
 func (s *Server) dashConversations(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	d, err := s.dash()
-	if err != nil {
-		return err
-	}
-	limit, err := intQuery(r, "limit", 100)
-	if err != nil {
-		return err
-	}
-	offset, err := intQuery(r, "offset", 0)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	out, err := d.Conversations(r.Context(), dashboard.ConversationFilter{UID: q.Get("uid"), AgentID: q.Get("agent_id"),
-		Status: q.Get("status"), Limit: limit, Offset: offset})
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.withDash(w, func(d *dashboard.Store) (any, error) {
+		limit, err := intQuery(r, "limit", 100)
+		if err != nil {
+			return nil, err
+		}
+		offset, err := intQuery(r, "offset", 0)
+		if err != nil {
+			return nil, err
+		}
+		q := r.URL.Query()
+		return d.Conversations(r.Context(), dashboard.ConversationFilter{UID: q.Get("uid"), AgentID: q.Get("agent_id"),
+			Status: q.Get("status"), Limit: limit, Offset: offset})
+	})
 }
 
 func (s *Server) dashConversation(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	d, err := s.dash()
-	if err != nil {
-		return err
-	}
-	out, err := d.Conversation(r.Context(), r.PathValue("thread_id"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.withDash(w, func(d *dashboard.Store) (any, error) { return d.Conversation(r.Context(), r.PathValue("thread_id")) })
 }
 
 func (s *Server) dashFeedbacks(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	d, err := s.dash()
-	if err != nil {
-		return err
-	}
-	limit, err := intQuery(r, "limit", 200)
-	if err != nil {
-		return err
-	}
-	offset, err := intQuery(r, "offset", 0)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	out, err := d.Feedbacks(r.Context(), q.Get("rating"), q.Get("agent_id"), limit, offset)
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.withDash(w, func(d *dashboard.Store) (any, error) {
+		limit, err := intQuery(r, "limit", 200)
+		if err != nil {
+			return nil, err
+		}
+		offset, err := intQuery(r, "offset", 0)
+		if err != nil {
+			return nil, err
+		}
+		q := r.URL.Query()
+		return d.Feedbacks(r.Context(), q.Get("rating"), q.Get("agent_id"), limit, offset)
+	})
 }
 
 func (s *Server) dashTimeseries(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
-	d, err := s.dash()
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	kind := q.Get("type")
-	if kind == "" {
-		kind = "models"
-	}
-	out, err := d.Timeseries(r.Context(), kind, q.Get("time_range"))
-	if err != nil {
-		return err
-	}
-	writeJSON(w, http.StatusOK, out)
-	return nil
+	return s.withDash(w, func(d *dashboard.Store) (any, error) {
+		q := r.URL.Query()
+		kind := q.Get("type")
+		if kind == "" {
+			kind = "models"
+		}
+		return d.Timeseries(r.Context(), kind, q.Get("time_range"))
+	})
 }
