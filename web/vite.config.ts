@@ -5,7 +5,9 @@ import vue from '@vitejs/plugin-vue'
 // local runner (make run, port 5050); production builds are served by it.
 export default defineConfig({
   plugins: [vue()],
-  build: { outDir: 'dist', assetsDir: 'assets', sourcemap: false, chunkSizeWarningLimit: 400 },
+  // assetsInlineLimit 0: no asset becomes a data: URL (KaTeX's fonts would, and the
+  // page's CSP, default-src 'self', refuses data: fonts).
+  build: { outDir: 'dist', assetsDir: 'assets', sourcemap: false, chunkSizeWarningLimit: 400, assetsInlineLimit: 0 },
   server: {
     proxy: {
       '/api': { target: 'http://127.0.0.1:5050', changeOrigin: false },

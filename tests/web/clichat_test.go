@@ -22,13 +22,7 @@ import (
 // new session work, in light and dark, and the API key never reaches the
 // browser.
 func TestCLIChatPageInChromium(t *testing.T) {
-	root := testkit.RepoRoot(t)
-	chromium, _ := exec.LookPath("chromium")
-	need(t, "chromium", chromium != "")
-	_, nodeErr := exec.LookPath("node")
-	need(t, "node", nodeErr == nil)
-	_, err := os.Stat(filepath.Join(root, "tests/web/browser/node_modules/playwright-core/package.json"))
-	need(t, "playwright-core (npm ci in tests/web/browser)", err == nil)
+	root, chromium := browserTools(t, false)
 
 	bin := testkit.Build(t, "./infra/cli/cmd/yuxi")
 	g := &gates{ch: map[string]chan struct{}{}}

@@ -1,10 +1,11 @@
 // Package web drives the web UI (web/) in a real Chromium against the whole
-// platform with a scripted model: the journey of browser/journey.mjs, with
-// screenshots of every step in light and dark; and the local chat page of
-// `yuxi chat` (browser/clichat.mjs).
+// platform with a scripted model: the journey of browser/journey.mjs and the
+// later screens of browser/extras.mjs, with screenshots of every step in
+// light and dark; and the local chat page of `yuxi chat` (browser/clichat.mjs).
 //
-// May import: tests/testkit, infra/local, infra/sandbox-provisioner
-// (provisioner, provisionertest), shared/sandboxtool, shared/llm/llmtest.
+// May import: tests/testkit, tests/mcpeverything, infra/local,
+// infra/sandbox-provisioner (provisioner, provisionertest),
+// shared/sandboxtool, shared/llm/llmtest.
 package web
 
 import (
@@ -120,21 +121,49 @@ func script(g *gates) func(llmtest.ChatRequest) llmtest.Reply {
 	}
 }
 
-func TestWebJourneyInChromium(t *testing.T) {
-	root := testkit.RepoRoot(t)
-	chromium, _ := exec.LookPath("chromium")
+// browserTools checks chromium, node and playwright-core and returns the
+// repository root and chromium's path; with build, it builds the web UI as
+// `make web` does (a no-op when web/dist is current).
+func browserTools(t *testing.T, build bool) (root, chromium string) {
+	t.Helper()
+	root = testkit.RepoRoot(t)
+	chromium, _ = exec.LookPath("chromium")
 	need(t, "chromium", chromium != "")
 	_, nodeErr := exec.LookPath("node")
 	need(t, "node", nodeErr == nil)
-	// The build is what `make web` makes (a no-op when web/dist is current).
-	build := exec.Command("make", "-s", "web")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		need(t, "the web UI build (make web)", false)
-		t.Fatalf("make web: %v\n%s", err, out)
+	if build {
+		mk := exec.Command("make", "-s", "web")
+		mk.Dir = root
+		if out, err := mk.CombinedOutput(); err != nil {
+			need(t, "the web UI build (make web)", false)
+			t.Fatalf("make web: %v\n%s", err, out)
+		}
 	}
 	_, err := os.Stat(filepath.Join(root, "tests/web/browser/node_modules/playwright-core/package.json"))
 	need(t, "playwright-core (npm ci in tests/web/browser)", err == nil)
+	return root, chromium
+}
+
+// runScript runs browser/<script> with env (CHROMIUM and SHOTS added) and
+// fails the test when it fails; its output is logged either way.
+func runScript(t *testing.T, root, chromium, script, shots string, env ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Dir = filepath.Join(root, "tests", "web", "browser")
+	cmd.Env = append(append(os.Environ(), "SHOTS="+shots, "CHROMIUM="+chromium), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("%s output:\n%s\nscreenshots in %s", script, out.String(), shots)
+	if err != nil {
+		t.Fatalf("%s failed: %v (screenshots, with failure.png, in %s)", script, err, shots)
+	}
+}
+
+func TestWebJourneyInChromium(t *testing.T) {
+	root, chromium := browserTools(t, true)
 
 	g := &gates{ch: map[string]chan struct{}{}}
 	ctrl := httptest.NewServer(g)
@@ -156,16 +185,5 @@ func TestWebJourneyInChromium(t *testing.T) {
 	if err := os.WriteFile(html, []byte("<html><body><h1>Budget</h1><p>The pangolin budget is 42 coins.</p></body></html>"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "journey.mjs")
-	cmd.Dir = filepath.Join(root, "tests", "web", "browser")
-	cmd.Env = append(os.Environ(), "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "SHOTS="+shots, "MD_FILE="+md, "HTML_FILE="+html, "CHROMIUM="+chromium)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	t.Logf("journey output:\n%s\nscreenshots in %s", out.String(), shots)
-	if err != nil {
-		t.Fatalf("the web journey failed: %v (screenshots, with failure.png, in %s)", err, shots)
-	}
+	runScript(t, root, chromium, "journey.mjs", shots, "BASE_URL="+p.URL, "CONTROL_URL="+ctrl.URL, "MD_FILE="+md, "HTML_FILE="+html)
 }

@@ -15,6 +15,39 @@ export interface Msg {
   requestId?: string
   /** Files that came with a human message (its attachments). */
   files?: FileCard[]
+  /** Files the agent presented (present_artifacts) in this message's tool calls. */
+  artifacts?: Artifact[]
+}
+/** One presented file of the thread state's artifact_items. */
+export interface Artifact { path: string; run_id: string; tool_call_id: string; presented_at: string }
+/** A passage a query_kb call returned: the answer's sources. */
+export interface Citation { kbId: string; fileId: string; chunkId: string; source: string; content: string }
+
+/** The passages of a message's query_kb results, one per chunk. */
+export function citations(m: Msg): Citation[] {
+  const out: Citation[] = []
+  const seen = new Set<string>()
+  for (const tc of m.tools) {
+    if (tc.name !== 'query_kb' || tc.result === undefined) continue
+    let r: any = tc.result
+    if (typeof r === 'string') { try { r = JSON.parse(r) } catch { continue } }
+    for (const x of r?.results ?? []) {
+      const kbId = x.kb_id || r.kb_id
+      if (!kbId || !x.file_id || seen.has(x.id)) continue
+      seen.add(x.id)
+      out.push({ kbId, fileId: x.file_id, chunkId: x.id ?? '', source: x.metadata?.source || x.file_id, content: x.content ?? '' })
+    }
+  }
+  return out
+}
+
+/** Puts each presented file on the message whose tool call presented it. */
+export function placeArtifacts(msgs: Msg[], items: Artifact[]) {
+  for (const m of msgs) {
+    if (m.role !== 'ai') continue
+    const mine = items.filter((a) => m.tools.some((tc) => tc.id === a.tool_call_id))
+    if (mine.length || m.artifacts?.length) m.artifacts = mine
+  }
 }
 export interface FileCard { file_id: string; file_name: string; file_size: number; path: string; artifact_url: string; request_id?: string }
 export interface Question {

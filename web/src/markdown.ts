@@ -37,6 +37,49 @@ md.renderer.rules.link_open = ((tokens, idx, options, env, self) => {
   return defaultLink(tokens, idx, options, env, self)
 }) as Rule
 
+// Math: $…$ and \\(…\\) inline, $$…$$ and \\[…\\] as blocks. The TeX is
+// written as text into a .math placeholder (readable as is); math.ts
+// typesets the placeholders with KaTeX, loaded on demand, so the first
+// screen does not carry it.
+type InlineState = { src: string; pos: number; posMax: number; push: (type: string, tag: string, nesting: number) => any }
+function mathInline(state: InlineState, silent: boolean): boolean {
+  const src = state.src
+  const start = state.pos
+  let open = '', close = ''
+  if (src.startsWith('$$', start)) { open = '$$'; close = '$$' }
+  else if (src[start] === '$') { open = '$'; close = '$' }
+  else if (src.startsWith('\\(', start)) { open = '\\('; close = '\\)' }
+  else if (src.startsWith('\\[', start)) { open = '\\['; close = '\\]' }
+  else return false
+  let end = start + open.length
+  for (;;) {
+    end = src.indexOf(close, end)
+    if (end < 0 || end >= state.posMax) return false
+    if (src[end - 1] !== '\\' || open.startsWith('\\')) break
+    end++
+  }
+  const tex = src.slice(start + open.length, end)
+  if (!tex.trim()) return false
+  // "$5 and $6": a single dollar needs TeX right after it and no digit after the closing one.
+  if (open === '$' && (/^\s|\s$/.test(tex) || /\d/.test(src[end + 1] ?? ''))) return false
+  if (!silent) {
+    const tok = state.push('math', 'span', 0)
+    tok.content = tex
+    tok.info = open === '$$' || open === '\\[' ? 'block' : 'inline'
+  }
+  state.pos = end + close.length
+  return true
+}
+md.inline.ruler.before('escape', 'math', mathInline as any)
+md.renderer.rules.math = (tokens, idx) => {
+  const tok = tokens[idx]
+  const display = tok.info === 'block'
+  return `<span class="math${display ? ' math-display' : ''}" data-display="${display ? 1 : 0}">${md.utils.escapeHtml(tok.content)}</span>`
+}
+
+/** Whether rendered HTML has math placeholders for math.ts. */
+export const hasMath = (html: string) => html.includes('class="math')
+
 export function renderMarkdown(src: string): string {
   return md.render(src)
 }

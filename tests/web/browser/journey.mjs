@@ -5,78 +5,15 @@
 // Environment: BASE_URL (the platform), CONTROL_URL (the test's control
 // server: POST /release/<name> lets a held model answer go on), SHOTS (the
 // folder for screenshots), MD_FILE (a Markdown file to upload), CHROMIUM.
-import { chromium } from 'playwright-core'
-import { mkdirSync, readFileSync } from 'node:fs'
-import { createRequire } from 'node:module'
-import { join } from 'node:path'
-
-// axe-core is evaluated in the page over the DevTools protocol (the page's
-// CSP, default-src 'self', would refuse an injected script tag).
-const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+import { run, fail } from './lib.mjs'
 
 const base = process.env.BASE_URL
 const control = process.env.CONTROL_URL
 const shots = process.env.SHOTS
 const mdFile = process.env.MD_FILE
-mkdirSync(shots, { recursive: true })
 
-const started = Date.now()
-const log = (msg) => console.log(`[${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}`)
-const consoleErrors = []
-const failedRequests = []
-let allowHTTPErrors = false // set while a step provokes an error answer on purpose
-
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
-  args: ['--no-sandbox', '--disable-dev-shm-usage', '--disable-gpu'],
-})
-let page
-try {
-  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 }, locale: 'en-US' })
-  page = await ctx.newPage()
-  page.setDefaultTimeout(20000)
-  page.on('console', (m) => {
-    if (m.type() !== 'error') return
-    if (allowHTTPErrors && /status of [45]\d\d/.test(m.text())) return
-    consoleErrors.push(m.text())
-  })
-  page.on('pageerror', (e) => consoleErrors.push('pageerror: ' + e.message))
-  page.on('response', (r) => {
-    if (r.status() >= 400 && !allowHTTPErrors) failedRequests.push(`${r.request().method()} ${r.url()} ${r.status()}`)
-  })
-  page.on('requestfailed', (r) => {
-    // Streams the page closes itself (navigation, reload, a finished stream) end as aborted.
-    if ((r.failure()?.errorText ?? '').includes('ERR_ABORTED')) return
-    failedRequests.push(`${r.method()} ${r.url()} ${r.failure()?.errorText}`)
-  })
-
-  // a11y runs axe-core on the page as it is; serious and critical
-  // violations fail the journey, the others are printed.
-  const a11yChecked = []
-  async function a11y(name) {
-    if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource)
-    const violations = await page.evaluate(async () => (await window.axe.run(document, { resultTypes: ['violations'] })).violations
-      .map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.slice(0, 3).map((n) => n.target.join(' ')) })))
-    const bad = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical')
-    for (const v of violations) if (!bad.includes(v)) log(`a11y ${name}: ${v.impact} ${v.id} (${v.help}) ${v.nodes.join(', ')}`)
-    if (bad.length) fail(`axe-core on ${name}: ${bad.length} serious violations:\n` + bad.map((v) => `${v.impact} ${v.id}: ${v.help} — ${v.nodes.join(', ')}`).join('\n'))
-    a11yChecked.push(name)
-  }
-
-  let shotNo = 0
-  async function shot(name) {
-    shotNo++
-    const stem = join(shots, `${String(shotNo).padStart(2, '0')}-${name}`)
-    await page.evaluate(() => document.documentElement.classList.remove('dark'))
-    await page.screenshot({ path: `${stem}-light.png` })
-    await a11y(name + ' (light)')
-    await page.evaluate(() => document.documentElement.classList.add('dark'))
-    await page.screenshot({ path: `${stem}-dark.png` })
-    await a11y(name + ' (dark)')
-    await page.evaluate(() => document.documentElement.classList.toggle('dark', localStorage.getItem('yuxi.theme') === 'dark'))
-  }
+await run('journey', shots, async ({ page, log, shot, allowErrors }) => {
   const release = (name) => fetch(`${control}/release/${name}`, { method: 'POST' }).then((r) => { if (!r.ok) throw new Error('release ' + r.status) })
-  const fail = (msg) => { throw new Error(msg) }
 
   // 1. First run: the superadmin is created on the first-run screen.
   log('first run')
@@ -94,12 +31,12 @@ try {
   await page.evaluate(() => localStorage.removeItem('yuxi.token'))
   await page.goto(base + '/login')
   await page.getByRole('heading', { name: 'Sign in' }).waitFor()
-  allowHTTPErrors = true
+  allowErrors(true)
   await page.fill('#uid', 'admin')
   await page.fill('#password', 'wrong-password')
   await page.keyboard.press('Enter')
   await page.getByTestId('login-error').filter({ hasText: 'Wrong account or password.' }).waitFor()
-  allowHTTPErrors = false
+  allowErrors(false)
   await shot('login-failed')
   await page.focus('#uid')
   await page.keyboard.press('Tab')
@@ -232,9 +169,9 @@ try {
   await page.locator('[data-testid=key-table] tr[data-key=ci-key]').waitFor({ state: 'detached' }) // the list shows live keys only
   await page.reload()
   if (await page.getByTestId('key-secret').count()) fail('the secret is shown again after a reload')
-  allowHTTPErrors = true
+  allowErrors(true)
   if ((await authed('/api/chat/threads', { headers: { Authorization: 'Bearer ' + secret } })).status !== 401) fail('a revoked key still authenticates')
-  allowHTTPErrors = false
+  allowErrors(false)
 
   // 11. CLI login: the CLI's code is approved on the verification page; the CLI gets a key.
   log('cli login')
@@ -250,10 +187,10 @@ try {
 
   // 12. OIDC callback: a bad code lands on a clear failure with a way back.
   log('oidc callback')
-  allowHTTPErrors = true
+  allowErrors(true)
   await page.goto(base + '/auth/oidc/callback?code=not-a-real-code')
   await page.getByTestId('oidc-error').waitFor()
-  allowHTTPErrors = false
+  allowErrors(false)
   if (new URL(page.url()).search) fail('the one-time code stayed in the URL')
   await shot('oidc-failed')
   await page.goto(base + '/chat')
@@ -402,16 +339,4 @@ try {
   await page.getByTestId('lang').click()
   await page.getByRole('link', { name: '知识库' }).waitFor()
   await shot('chat-zh')
-
-  log(`axe-core: ${a11yChecked.length} checks without serious violations`)
-  if (consoleErrors.length) fail('console errors:\n' + consoleErrors.join('\n'))
-  if (failedRequests.length) fail('failed requests:\n' + failedRequests.join('\n'))
-  log('journey passed')
-} catch (e) {
-  if (page) await page.screenshot({ path: join(shots, 'failure.png') }).catch(() => {})
-  console.error('journey failed:', e?.stack ?? e)
-  if (consoleErrors.length) console.error('console errors:\n' + consoleErrors.join('\n'))
-  process.exitCode = 1
-} finally {
-  await browser.close()
-}
+})
