@@ -246,4 +246,13 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   await gp.getByTestId('mindmap-generate').click()
   await gp.getByTestId('mindmap').getByText('handbook.md').waitFor()
   await shot('graph-mindmap')
+
+  // 11. The new screens in Chinese: the knowledge base's tabs, the administration tabs.
+  await page.getByTestId('lang').click()
+  await page.getByRole('button', { name: '图谱与导图' }).waitFor()
+  await page.getByRole('button', { name: '评估' }).click()
+  await page.getByRole('heading', { name: '评估数据集' }).waitFor()
+  await page.goto(`${base}/admin/mcp`)
+  await page.getByRole('heading', { name: '添加 MCP 服务' }).waitFor()
+  await shot('admin-mcp-zh')
 })
