@@ -169,6 +169,7 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   log('agent pickers')
   await okJSON('/api/system/model-providers', { method: 'POST', body: JSON.stringify({ provider_id: 'acme', display_name: 'Acme', provider_type: 'openai',
     base_url: 'https://1.1.1.1/v1', capabilities: ['chat'], is_enabled: true, enabled_models: [{ id: 'acme-chat', type: 'chat', source: 'manual', display_name: 'Acme Chat' }] }) })
+  await okJSON('/api/agent', { method: 'POST', body: JSON.stringify({ name: 'Researcher', slug: 'researcher', is_subagent: true }) })
   await page.getByRole('link', { name: 'Agents' }).click()
   await page.getByTestId('agent-new').click()
   const af = page.getByTestId('agent-form')
@@ -181,11 +182,12 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   await af.locator('[data-item=knowledges]').getByLabel('Handbook').check()
   await af.locator('[data-item=mcps]').getByLabel('Everything').check()
   await af.locator('[data-item=skills]').getByLabel('okapi-facts').check()
+  await af.locator('[data-item=subagents]').getByLabel('Researcher').check()
   await shot('agent-pickers')
   await page.getByTestId('agent-save').click()
   await page.locator('[data-testid=agent-table] tr[data-agent=picker]').waitFor()
   const ctx = (await okJSON('/api/agent/picker')).config_json?.context ?? {}
-  if (ctx.model !== models[0] || ctx.knowledges?.[0] !== kbId || ctx.mcps?.[0] !== 'everything' || ctx.skills?.[0] !== 'okapi-facts') fail('picked context: ' + JSON.stringify(ctx))
+  if (ctx.model !== models[0] || ctx.knowledges?.[0] !== kbId || ctx.mcps?.[0] !== 'everything' || ctx.skills?.[0] !== 'okapi-facts' || ctx.subagents?.[0] !== 'researcher') fail('picked context: ' + JSON.stringify(ctx))
 
   // 7. Delete the MCP server and the skill from their tables.
   log('deletes')
