@@ -49,7 +49,7 @@ type Kit struct {
 	// Summaries stores context compression summaries (agent-step).
 	Summaries *compaction.Store
 	// Guard is the content guard over the system settings (keywords, and
-	// LLM moderation through core.Models), for model output in agent-step.
+	// LLM moderation through core.Providers), for model output in agent-step.
 	Guard *contentguard.Guard
 	// Budgets are the per-user and per-agent token budgets (agent-step
 	// checks them before each model call; intake administers them).

@@ -60,7 +60,7 @@ func Open(ctx context.Context, core *bootstrap.Core, objects blob.Store) (Kit, e
 	return Kit{Auth: a, Settings: usersettings.New(core.Pool, objects),
 		OIDC:       oidc.New(cfg, core.Pool, a, oidc.Options{Log: core.Log}),
 		SysConfig:  sys,
-		Guard:      contentguard.New(sys).WithModeration(contentguard.LLMModerator{Models: core.Models}),
+		Guard:      contentguard.New(sys).WithModeration(contentguard.LLMModerator{Models: core.Providers}),
 		ChatImages: chatimage.New(core.Pool, objects),
 		Tasks:      task.New(core.Pool),
 		Dashboard:  dashboard.New(core.Pool),

@@ -92,7 +92,7 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 // the routes (nil in the function, which serves no route). crash is called
 // at named crash points (tests).
 func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.Builder {
-	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Models, e.core.Outbox, kbs)
+	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Providers, e.core.Outbox, kbs)
 	b.Extractor.Crash = crash
 	return b
 }
