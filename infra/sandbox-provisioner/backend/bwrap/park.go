@@ -144,6 +144,12 @@ func (p *proc) kill(b *Backend) {
 	p.blockW.Close()
 	p.scriptW.Close()
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	// A parked tree is one process group: once bwrap is reaped the group
+	// sweep usually finds nothing left (no sweep-and-wait round).
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+	}
 	b.cg.kill(p.group)
 	<-p.exited
 	go b.cg.remove(p.group)
