@@ -69,7 +69,20 @@ func TestConfirmParsesAttachments(t *testing.T) {
 	}
 
 	const query = "how many okapis?"
-	p.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+	p.LLM.Handle(readsAttachment(query, want[0].path))
+	in := owner.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
+		"meta": map[string]any{"attachment_file_ids": []string{fileID}}})
+	r := testkit.Render(owner.Collect(in["run_id"].(string), 60*time.Second))
+	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), "okapi count is 17") {
+		t.Fatalf("run: %+v %q", r, r.Texts())
+	}
+}
+
+// readsAttachment is a scripted model that, asked query, reads the
+// attachment at path with read_file when the prompt names it and answers
+// "read: <what it read>".
+func readsAttachment(query, path string) func(req llmtest.ChatRequest) llmtest.Reply {
+	return func(req llmtest.ChatRequest) llmtest.Reply {
 		if !strings.HasPrefix(req.LastUserMessage(), query) {
 			return llmtest.Text("?")
 		}
@@ -78,15 +91,9 @@ func TestConfirmParsesAttachments(t *testing.T) {
 				return llmtest.Text("read: " + strings.TrimSpace(m.Content))
 			}
 		}
-		if !strings.Contains(req.LastUserMessage(), want[0].path) {
+		if !strings.Contains(req.LastUserMessage(), path) {
 			return llmtest.Text("no attachment path in the prompt")
 		}
-		return llmtest.Calls(llmtest.ToolCall{ID: "call_read_md", Name: "read_file", Arguments: `{"file_path":"` + want[0].path + `"}`})
-	})
-	in := owner.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
-		"meta": map[string]any{"attachment_file_ids": []string{fileID}}})
-	r := testkit.Render(owner.Collect(in["run_id"].(string), 60*time.Second))
-	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), "okapi count is 17") {
-		t.Fatalf("run: %+v %q", r, r.Texts())
+		return llmtest.Calls(llmtest.ToolCall{ID: "call_read", Name: "read_file", Arguments: `{"file_path":"` + path + `"}`})
 	}
 }
