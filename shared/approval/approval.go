@@ -45,8 +45,13 @@ const (
 )
 
 // InterruptKind is the error_type of a run waiting for an approval and the
-// interrupt kind of its stream event.
+// status of its interrupt chunk (the original's `human_approval_required`).
 const InterruptKind = "human_approval_required"
+
+// InterruptReason is the `reason` of the run's `interrupt` stream event, as
+// the original names it (spec §3.7: `human_approval`); readers accept
+// InterruptKind too (what this platform sent before).
+const InterruptReason = "human_approval"
 
 // Source names the interrupt's origin in the stream's interrupt chunk.
 const Source = "tool_approval"

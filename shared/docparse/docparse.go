@@ -160,6 +160,12 @@ const (
 // capabilities IMAGE_FILE_EXTENSIONS).
 var imageExts = []string{extBMP, extJPEG, extJPG, extPNG, extTIF, extTIFF}
 
+// IsImage reports whether ext (".png" or "png", any case) is an image type,
+// which Parse reads through the OCR engine.
+func IsImage(ext string) bool {
+	return isImageExt("." + strings.TrimPrefix(strings.ToLower(ext), "."))
+}
+
 // SupportedExtensions lists the extensions Parse accepts, sorted, with dots.
 func SupportedExtensions() []string {
 	exts := []string{extCSV, extDOCX, extHTM, extHTML, extJSON, extMD, extPDF, extPPTX, extTXT, extXLSX, extZIP}

@@ -118,7 +118,16 @@ func (s *Service) StartCompletion(ctx context.Context, sub access.Subject, req C
 		if err != nil {
 			return Started{}, err
 		}
-		if latest != nil && latest.Status == run.StatusInterrupted {
+		waiting := latest != nil && latest.Status == run.StatusInterrupted
+		if waiting && latest.ErrorType != nil && *latest.ErrorType == InterruptApproval {
+			// Expired approvals no longer hold the thread: any text but
+			// /approve and /reject (those answer 409 approval_expired) is a
+			// new message, whose intake resolves them as rejected.
+			if waiting, err = s.approvalWaits(ctx, latest.ID, msg.Text); err != nil {
+				return Started{}, err
+			}
+		}
+		if waiting {
 			answer, err := s.answer(ctx, *latest, msg.Text)
 			if err != nil {
 				return Started{}, err
@@ -162,6 +171,20 @@ func foldHistory(prior []ChatMessage, last string) string {
 		return last
 	}
 	return "Conversation so far:\n" + b.String() + "\nuser: " + last
+}
+
+// approvalWaits: whether text answers interrupted run runID's approval —
+// always for /approve and /reject, otherwise only while a waiting call has
+// not expired.
+func (s *Service) approvalWaits(ctx context.Context, runID, text string) (bool, error) {
+	if t := strings.TrimSpace(text); t == "/approve" || t == "/reject" {
+		return true, nil
+	}
+	calls, err := s.d.Runs.InterruptedCalls(ctx, runID)
+	if err != nil {
+		return false, err
+	}
+	return !run.ApprovalsExpired(calls, time.Now()), nil
 }
 
 // answer turns the last user message into the resume payload of the
@@ -485,7 +508,7 @@ func (s *Service) forward(e runstream.Entry, send func(Delta, *string) error) (s
 			return "", nil
 		}
 		text := renderQuestions(in.Chunk.Questions, &in.Chunk.Message)
-		if in.Reason == InterruptApproval {
+		if in.Reason == InterruptApproval || in.Reason == "human_approval" { // the stream's reason (the original's name); the error_type before
 			text = in.Chunk.Message + "\nReply /approve or /reject."
 		}
 		return "", send(Delta{Content: &text}, nil)

@@ -148,15 +148,8 @@ func answerQuestionTx(ctx context.Context, tx pgx.Tx, c ToolCall, answer json.Ra
 // thread takes new messages again. Otherwise nothing changes (false).
 func (s *Store) ResolveExpiredApprovalsTx(ctx context.Context, db postgres.DB, runID string) (bool, error) {
 	calls, err := s.InterruptedCallsTx(ctx, db, runID)
-	if err != nil || len(calls) == 0 {
+	if err != nil || !ApprovalsExpired(calls, time.Now()) {
 		return false, err
-	}
-	now := time.Now()
-	for _, c := range calls {
-		p, ok := approval.Parse(c.Output)
-		if !ok || !now.After(p.ExpiresAt) {
-			return false, nil
-		}
 	}
 	for _, c := range calls {
 		p, _ := approval.Parse(c.Output)
@@ -166,6 +159,23 @@ func (s *Store) ResolveExpiredApprovalsTx(ctx context.Context, db postgres.DB, r
 		}
 	}
 	return true, nil
+}
+
+// ApprovalsExpired reports whether the waiting calls of an interrupted run
+// (InterruptedCalls) are all tool approvals whose time ran out at now: such
+// a run no longer holds its thread, and the next message resolves them as
+// rejected (ResolveExpiredApprovalsTx).
+func ApprovalsExpired(calls []ToolCall, now time.Time) bool {
+	if len(calls) == 0 {
+		return false
+	}
+	for _, c := range calls {
+		p, ok := approval.Parse(c.Output)
+		if !ok || !now.After(p.ExpiresAt) {
+			return false
+		}
+	}
+	return true
 }
 
 // approvalChunk is the approval object of an interrupted run's stream

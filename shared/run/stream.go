@@ -99,12 +99,12 @@ func (s *Store) closeStream(ctx context.Context, r Run, prelude ...runstream.Onc
 				questions = append(questions, stored.Questions...)
 			}
 		}
-		source, approvals := "ask_user_question", approvalChunk(calls)
+		source, approvals, reason := "ask_user_question", approvalChunk(calls), errType
 		if errType == approval.InterruptKind {
-			source = approval.Source
+			source, reason = approval.Source, approval.InterruptReason
 		}
 		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventInterrupt, Type: runstream.EventInterrupt, Payload: runstream.Interrupt[runstream.QuestionsChunk]{
-			Reason: errType, Chunk: runstream.QuestionsChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: errType,
+			Reason: reason, Chunk: runstream.QuestionsChunk{RequestID: r.RequestID, ThreadID: r.ThreadID, Status: errType,
 				Questions: questions, ToolCallIDs: toolCallIDs, Message: errMsg, Source: source, Approval: approvals}}})
 	case StatusFailed:
 		evs = append(evs, runstream.OnceEvent{OnceKey: runstream.EventError, Type: runstream.EventError, Payload: runstream.Error{

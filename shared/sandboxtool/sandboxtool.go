@@ -74,6 +74,11 @@ type Config struct {
 	// configured OCR engine ("" for none); nil: the tool says no parser is configured.
 	Parse     Parse
 	OCREngine string
+	// UnavailableWait is how long a call retries a provisioner that does not
+	// answer (sandbox_unavailable: restarting, killed mid-call) before the
+	// model gets a sandbox_unavailable tool error and the run goes on
+	// (default 60s; it must stay below YUXI_TOOL_TIMEOUT minus the exec timeout).
+	UnavailableWait time.Duration
 }
 
 // New returns the nine tools on c.
@@ -82,12 +87,48 @@ func New(c Client, cfg Config) []tool.Tool {
 		cfg.ExecTimeout = 180 * time.Second
 	}
 	ts := []tool.Tool{readFile{c}, writeFile{c}, editFile{c}, ls{c}, globTool{c}, grepTool{c}, execute{c, cfg}, presentArtifacts{c, cfg.Artifacts}, ocrParseFile{c, cfg.Parse, cfg.OCREngine}}
-	if cfg.Prepare != nil {
-		for i, t := range ts {
-			ts[i] = prepared{t, cfg.Prepare}
+	if cfg.UnavailableWait <= 0 {
+		cfg.UnavailableWait = 60 * time.Second
+	}
+	for i, t := range ts {
+		if cfg.Prepare != nil {
+			t = prepared{t, cfg.Prepare}
 		}
+		ts[i] = patient{t, cfg.UnavailableWait}
 	}
 	return ts
+}
+
+// patient retries a call whose provisioner does not answer for up to wait
+// (a restart takes seconds; the call is idempotent by tool call id), then
+// answers the model a sandbox_unavailable tool error: a provisioner that
+// never comes back fails the call clearly instead of holding the run in
+// redeliveries until the recovery sweep gives up on it.
+type patient struct {
+	tool.Tool
+	wait time.Duration
+}
+
+func (p patient) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
+	deadline := time.Now().Add(p.wait)
+	delay := 200 * time.Millisecond
+	for {
+		res, err := p.Tool.Invoke(ctx, c)
+		if err == nil || !sandbox.IsCode(err, "sandbox_unavailable") || ctx.Err() != nil {
+			return res, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return tool.Errorf(fmt.Sprintf("sandbox_unavailable: the sandbox provisioner did not answer for %s, so %s did not complete (%v). "+
+				"Tell the user the sandbox is unavailable, or go on without it.", p.wait, p.Spec().Name, err)), nil
+		}
+		select {
+		case <-time.After(min(delay, left)):
+		case <-ctx.Done():
+			return res, err
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // prepared runs Config.Prepare before its tool.

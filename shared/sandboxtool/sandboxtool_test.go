@@ -170,15 +170,32 @@ func TestPathRulesAreToolErrors(t *testing.T) {
 	}
 }
 
-// An unreachable provisioner is an error (the call is retried), not a
-// result the model sees.
-func TestProvisionerDownIsRetryable(t *testing.T) {
+// An unreachable provisioner is retried for Config.UnavailableWait, then
+// the model gets a clear sandbox_unavailable tool error (the run goes on);
+// the call never hangs.
+func TestProvisionerDownFailsTheCallClearly(t *testing.T) {
 	t.Parallel()
-	k := newKit(t)
-	k.w.Server.Close()
-	raw := `{"file_path":"outputs/a.txt"}`
-	_, err := k.tools["read_file"].Invoke(context.Background(), tool.Call{ToolCallID: "c", ThreadID: "t", UID: "u", Arguments: raw})
-	if !sandbox.IsCode(err, "sandbox_unavailable") {
-		t.Fatalf("read_file with the provisioner down: %v", err)
+	w := provisionertest.Start(t, provisioner.Config{})
+	tools := map[string]tool.Tool{}
+	for _, tl := range sandboxtool.New(w.Client, sandboxtool.Config{ExecTimeout: 30 * time.Second, UnavailableWait: 600 * time.Millisecond}) {
+		tools[tl.Spec().Name] = tl
+	}
+	w.Server.Close()
+	for name, raw := range map[string]string{"read_file": `{"file_path":"outputs/a.txt"}`, "execute": `{"command":"echo hi"}`} {
+		start := time.Now()
+		res, err := tools[name].Invoke(t.Context(), tool.Call{ToolCallID: "c-" + name, ThreadID: "t", UID: "u", Arguments: raw})
+		took := time.Since(start)
+		if err != nil || !res.IsError || !strings.Contains(res.Output, "sandbox_unavailable: the sandbox provisioner did not answer") || !strings.Contains(res.Output, name) {
+			t.Errorf("%s with the provisioner down: %+v %v", name, res, err)
+		}
+		if took < 400*time.Millisecond || took > 10*time.Second {
+			t.Errorf("%s answered after %s: want the wait (600ms) spent retrying, then an answer", name, took)
+		}
+	}
+	// A cancelled call stops waiting at once and stays an error (retried).
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := tools["ls"].Invoke(ctx, tool.Call{ToolCallID: "c-ls", ThreadID: "t", UID: "u", Arguments: `{"path":"outputs"}`}); err == nil {
+		t.Error("a cancelled call answered without an error")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -157,7 +158,7 @@ func TestBuiltinsShip(t *testing.T) {
 	for _, b := range skill.Builtins() {
 		got[b.Slug] = b
 	}
-	if kb := got["knowledge-base"]; len(kb.Tools) < 4 || kb.Tools[0] != "list_kbs" {
+	if kb := got["knowledge-base"]; len(kb.Tools) < 4 || kb.Tools[0] != "list_kbs" || !slices.Contains(kb.Tools, "download_kb_file") {
 		t.Errorf("knowledge-base: %+v", kb.Tools)
 	}
 	if dr := got["deep-research"]; strings.Join(dr.Tools, ",") != "web_search,web_fetch" || strings.Join(dr.Skills, ",") != "html-preview" {

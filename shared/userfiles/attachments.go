@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
+	"github.com/yuxi-serverless/yuxi/shared/docparse"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/thread"
@@ -218,8 +219,38 @@ func (s *Service) confirmOne(ctx context.Context, uid, threadID string, sc sandb
 			return thread.Attachment{}, err
 		}
 		a.Path, a.ArtifactURL, a.Status = p, artifactURL(threadID, p), "parsed"
+	} else if md, ok, err := s.autoParse(ctx, name, data); err != nil {
+		return thread.Attachment{}, err
+	} else if ok {
+		mdName := strings.TrimSuffix(name, path.Ext(name)) + ".md"
+		p, err := s.writeUnique(ctx, sc, AttachmentsDir, mdName, md)
+		if err != nil {
+			return thread.Attachment{}, err
+		}
+		a.Path, a.ArtifactURL, a.Status = p, artifactURL(threadID, p), "parsed"
 	}
 	return a, nil
+}
+
+// autoParse is the Markdown of an attachment confirmed without a parse of
+// its own, as the original leaves every attachment it can parse readable as
+// uploads/attachments/<stem>.md. Plain text and Markdown are readable as
+// they are; images need OCR, which stays the explicit …/tmp/parse choice
+// (as the original's optional image parse). A file the parser refuses
+// (unsupported, empty, encrypted…) stays an upload: ok false, no error.
+func (s *Service) autoParse(ctx context.Context, name string, data []byte) ([]byte, bool, error) {
+	switch ext := fileType(name); {
+	case s.cfg.Parser == nil, ext == "txt", ext == "md", ext == "markdown", docparse.IsImage(ext):
+		return nil, false, nil
+	}
+	res, err := s.cfg.Parser.Parse(ctx, name, bytes.NewReader(data), int64(len(data)))
+	if ctx.Err() != nil {
+		return nil, false, ctx.Err()
+	}
+	if err != nil || strings.TrimSpace(res.Markdown) == "" {
+		return nil, false, nil
+	}
+	return []byte(res.Markdown), true, nil
 }
 
 // Attachments lists a thread's attachments.

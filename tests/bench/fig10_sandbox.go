@@ -23,15 +23,17 @@ const (
 	sandboxWarm       = 100
 	sandboxColdTarget = 3.0
 	sandboxWarmTarget = 2.0
+	sandboxSettle     = 50 * time.Millisecond
 )
 
 func figSandbox(ctx context.Context, e *env, r *benchkit.Report) error {
 	r.Section("[10] sandbox provisioner (bwrap backend) vs bare bubblewrap",
 		fmt.Sprintf("the provisioner `make run` starts (local.StartSandbox: HTTP on loopback, bearer token, bwrap backend with cgroups, seccomp, "+
 			"rlimits, uid %d) driven through shared/sandbox; cold: a new scope's POST /api/sandboxes then its first exec of `true` "+
-			"(volume layout, cgroups, bwrap start), %d times; warm: exec `true` in an existing sandbox, %d times; "+
+			"(volume layout, cgroups, bwrap start), %d times; warm: exec `true` in an existing sandbox, %d times, %s apart "+
+			"(the bwrap backend parks each exec's tree before its request: the pause lets the next one be set up); "+
 			"floor: `bwrap --unshare-all --die-with-parent` with /usr bound read-only and /proc, /dev, running `true` as the same uid "+
-			"started directly from Go, interleaved with the measured calls", backend.SandboxUID, sandboxCold, sandboxWarm))
+			"started directly from Go, interleaved with the measured calls", backend.SandboxUID, sandboxCold, sandboxWarm, sandboxSettle))
 	if _, err := exec.LookPath("bwrap"); err != nil {
 		return fmt.Errorf("bubblewrap is not installed (make sandbox-tools): %w", err)
 	}
@@ -111,6 +113,10 @@ func figSandbox(ctx context.Context, e *env, r *benchkit.Report) error {
 			return err
 		}
 		warmFloor, warm = append(warmFloor, f), append(warm, d)
+		// The backend sets up the sandbox's next tree after each exec (an
+		// agent thinks for seconds between tool calls); let it finish so it
+		// does not run under the next floor sample.
+		time.Sleep(sandboxSettle)
 	}
 	cf, wf := coldFloor.Sorted().P50(), warmFloor.Sorted().P50()
 	cp, wp := cold.Sorted().P50(), warm.Sorted().P50()

@@ -59,7 +59,7 @@ func TestToolApprovalApproveRejectExpireAndBlock(t *testing.T) {
 		llmtest.ToolCall{ID: "mark_b", Name: "mark_for_improvement", Arguments: `{"reason":"second"}`}))
 	run1 := submit("mark two things", nil)
 	r := testkit.Render(c.Collect(run1, 30*time.Second))
-	if r.EndStatus != "interrupted" || r.Interrupt == nil || r.Interrupt["reason"] != "human_approval_required" {
+	if r.EndStatus != "interrupted" || r.Interrupt == nil || r.Interrupt["reason"] != "human_approval" {
 		t.Fatalf("run 1: %+v", r)
 	}
 	chunk, _ := r.Interrupt["chunk"].(map[string]any)
@@ -204,5 +204,60 @@ func TestChannelApproveResumesTheWaitingCall(t *testing.T) {
 	}
 	if r := send("/approve", "m-3"); r.Status != 409 || r.Code() != "no_pending_approval" {
 		t.Fatalf("/approve with nothing pending: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestOpenAITextAfterAnExpiredApproval: over /v1 a tool approval is
+// answered by /approve or /reject; other text is 409 approval_pending while
+// the approval waits. Once it expired, /approve is 409 approval_expired and
+// any other text is a new message: the expired call is resolved as
+// rejected (the model reads why) and the thread goes on.
+func TestOpenAITextAfterAnExpiredApproval(t *testing.T) {
+	t.Parallel()
+	p := testkit.StartLocal(t, nil)
+	p.Admin.OK("POST", "/api/agent", map[string]any{"name": "Careful", "slug": "careful", "config_json": map[string]any{"context": map[string]any{
+		"tool_policies": map[string]any{"mark_for_improvement": "confirm"}}}})
+	key := p.Admin.As(p.Admin.APIKey("openai-approval"))
+	ask := func(text string) (testkit.Response, string) {
+		r := key.Do("POST", "/v1/chat/completions", completion("careful", "expiry", false, u(text)))
+		var cc struct {
+			Choices []struct {
+				Message map[string]any `json:"message"`
+			} `json:"choices"`
+		}
+		if r.Status == 200 {
+			r.Decode(t, &cc)
+			if len(cc.Choices) == 1 {
+				s, _ := cc.Choices[0].Message["content"].(string)
+				return r, s
+			}
+		}
+		return r, ""
+	}
+	p.LLM.Enqueue(llmtest.Calls(llmtest.ToolCall{ID: "mark_v1", Name: "mark_for_improvement", Arguments: `{"reason":"via v1"}`}))
+	r, content := ask("mark it")
+	if r.Status != 200 || !strings.Contains(content, "/approve") {
+		t.Fatalf("approval prompt: %d %s", r.Status, r.Body)
+	}
+	th := r.Header.Get("X-Yuxi-Thread-Id")
+	if r, _ := ask("hello?"); r.Status != 409 || openAIErr(t, r)["code"] != "approval_pending" {
+		t.Fatalf("text while the approval waits: %d %s", r.Status, r.Body)
+	}
+	if _, err := p.P.App.Pool.Exec(t.Context(), `UPDATE tool_calls SET tool_output = jsonb_set(tool_output::jsonb, '{expires_at}', '"2001-01-01T00:00:00Z"')::text
+		WHERE status = 'interrupted' AND run_id IN (SELECT id FROM agent_runs WHERE conversation_thread_id = $1)`, th); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := ask("/approve"); r.Status != 409 || openAIErr(t, r)["code"] != "approval_expired" {
+		t.Fatalf("/approve after expiry: %d %s", r.Status, r.Body)
+	}
+	p.LLM.Enqueue(llmtest.Text("fine, not marked"))
+	if r, content := ask("forget it"); r.Status != 200 || content != "fine, not marked" {
+		t.Fatalf("text after expiry: %d %s", r.Status, r.Body)
+	}
+	msgs := testkit.ToolMessages(modelRequestsFor(t, p, "forget it")[0])
+	var n int
+	if err := p.P.App.Pool.QueryRow(t.Context(), `SELECT count(*) FROM improvement_marks WHERE thread_id = $1`, th).Scan(&n); err != nil || n != 0 || len(msgs) != 1 ||
+		!strings.Contains(msgs["mark_v1"], "expired at 2001-01-01T00:00:00Z") {
+		t.Fatalf("expired call: %q, %d marks (%v)", msgs, n, err)
 	}
 }

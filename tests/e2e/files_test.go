@@ -21,7 +21,6 @@ import (
 	"github.com/yuxi-serverless/yuxi/infra/local"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisioner"
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/provisionertest"
-	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
@@ -64,20 +63,7 @@ func TestAttachmentIsParsedConfirmedAndReadByTheAgent(t *testing.T) {
 
 	// The agent is told the path and reads it with read_file.
 	const query = "what is the pangolin budget?"
-	p.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
-		if !strings.HasPrefix(req.LastUserMessage(), query) {
-			return llmtest.Text("?")
-		}
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				return llmtest.Text("read: " + strings.TrimSpace(m.Content))
-			}
-		}
-		if !strings.Contains(req.LastUserMessage(), mdPath) {
-			return llmtest.Text("no attachment path in the prompt")
-		}
-		return llmtest.Calls(llmtest.ToolCall{ID: "call_read", Name: "read_file", Arguments: `{"file_path":"` + mdPath + `"}`})
-	})
+	p.LLM.Handle(readsAttachment(query, mdPath))
 	in := owner.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
 		"meta": map[string]any{"attachment_file_ids": []string{fileID}}})
 	r := testkit.Render(owner.Collect(in["run_id"].(string), 60*time.Second))

@@ -467,9 +467,19 @@ func (p *Provisioner) Shutdown(ctx context.Context) {
 		}
 	}
 	p.mu.Unlock()
+	// Concurrently: a stop has a deadline, and a backend's Destroy waits for
+	// the sandbox's processes to die.
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
 	for _, id := range ids {
-		_ = p.be.Destroy(ctx, id)
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			_ = p.be.Destroy(ctx, id)
+		}()
 	}
+	wg.Wait()
 }
 
 // Files returns the volume's file operations.

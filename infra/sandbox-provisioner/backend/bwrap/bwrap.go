@@ -8,10 +8,12 @@
 // below the provisioner's own group; rlimits only where none are
 // writable), CPU time and file size by rlimits.
 //
-// A sandbox here is its spec and its cgroup: each Exec starts a fresh
+// A sandbox here is its spec and its cgroup: each Exec runs in a fresh
 // bwrap process tree in it (so /home/gem and /tmp are empty at each
 // command; files persist only in the user-data binds, as in the
 // original's reclaimable sandboxes), and the tree dies with its command.
+// The tree is set up and placed in its cgroup before the request comes
+// (park.go), so an exec pays neither bwrap's set-up nor a cgroup move.
 // List reads the cgroup directories, so a restarted provisioner finds the
 // sandboxes its predecessor created and can destroy them.
 //
@@ -36,7 +38,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/infra/sandbox-provisioner/backend"
@@ -70,7 +71,10 @@ type Backend struct {
 }
 
 type sandbox struct {
-	spec backend.Spec
+	spec    backend.Spec
+	parked  *proc         // a tree set up for the next exec (park.go)
+	parking chan struct{} // closed when the park under way ends
+	gone    bool          // destroyed or replaced: a park under way is discarded
 }
 
 // DefaultLimits apply to fields a Spec leaves zero.
@@ -242,6 +246,26 @@ func copyFile(src, dst string) error {
 // Close removes the backend's parent cgroups when no sandbox is left in
 // them (sandboxes are left running for a successor process otherwise).
 func (b *Backend) Close() {
+	b.mu.Lock()
+	var parked []*proc
+	var parking []chan struct{}
+	for _, sb := range b.sandboxes {
+		if sb.parked != nil {
+			parked = append(parked, sb.parked)
+			sb.parked = nil
+		}
+		if sb.parking != nil {
+			parking = append(parking, sb.parking)
+		}
+		sb.gone = true
+	}
+	b.mu.Unlock()
+	for _, p := range parked {
+		p.kill(b)
+	}
+	for _, ch := range parking {
+		<-ch
+	}
 	b.cg.close()
 	if b.ownRuntime {
 		_ = os.RemoveAll(b.cfg.RuntimeDir)
@@ -291,12 +315,28 @@ func (b *Backend) Ensure(ctx context.Context, s backend.Spec) error {
 		}
 	}
 	s.Limits = withDefaults(s.Limits, b.cfg.Limits)
+	b.mu.Lock()
+	old := b.sandboxes[s.ID]
+	same := old != nil && sameSpec(old.spec, s)
+	b.mu.Unlock()
+	if same {
+		return nil
+	}
 	if err := b.cg.create(s.ID, s.Limits.MemoryBytes, s.Limits.Pids); err != nil {
 		return err
 	}
 	b.mu.Lock()
+	var stale *proc
+	if old = b.sandboxes[s.ID]; old != nil {
+		old.gone, stale, old.parked = true, old.parked, nil
+	}
 	b.sandboxes[s.ID] = &sandbox{spec: s}
 	b.mu.Unlock()
+	if stale != nil {
+		go stale.kill(b)
+	}
+	// The first exec's tree is set up while the caller's answer travels.
+	go b.park(s.ID)
 	return nil
 }
 
@@ -322,130 +362,27 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	b.mu.Lock()
+	var stale *proc
+	var parking chan struct{}
+	if sb := b.sandboxes[id]; sb != nil {
+		sb.gone, stale, sb.parked, parking = true, sb.parked, nil, sb.parking
+	}
 	delete(b.sandboxes, id)
 	b.mu.Unlock()
+	if stale != nil {
+		stale.kill(b)
+	}
+	if parking != nil {
+		<-parking // the park under way sees gone and ends its tree
+	}
 	b.cg.kill(id)
 	b.cg.remove(id)
 	return nil
 }
 
-// Exec runs one command in a fresh bwrap process tree inside the
-// sandbox's limits.
-func (b *Backend) Exec(ctx context.Context, id string, r backend.ExecRequest) (backend.ExecResult, error) {
-	b.mu.Lock()
-	sb := b.sandboxes[id]
-	b.mu.Unlock()
-	if sb == nil {
-		return backend.ExecResult{}, fmt.Errorf("bwrap %s: %w", id, backend.ErrNotFound)
-	}
-	spec := sb.spec
-	if r.Timeout <= 0 {
-		r.Timeout = b.cfg.ExecTimeout
-	}
-	if r.MaxOutput <= 0 {
-		r.MaxOutput = backend.DefaultOutput
-	}
-	if r.Workdir == "" {
-		r.Workdir = backend.WorkspaceDir
-	}
-	group := filepath.Join(id, "x"+strconv.FormatInt(b.execSeq.Add(1), 10))
-	if err := b.cg.execGroup(id, filepath.Base(group)); err != nil {
-		return backend.ExecResult{}, fmt.Errorf("bwrap %s: exec group: %w", id, err)
-	}
-	// The group goes once its last task is gone, off the reply path (rmdir
-	// fails while exiting tasks linger).
-	defer func() { go b.cg.remove(group) }()
-
-	// fds: 3 seccomp program, 4 info (bwrap writes), 5 block (bwrap reads).
-	filterR, err := pipeWith(b.filter)
-	if err != nil {
-		return backend.ExecResult{}, err
-	}
-	defer filterR.Close()
-	infoR, infoW, err := os.Pipe()
-	if err != nil {
-		return backend.ExecResult{}, err
-	}
-	defer infoR.Close()
-	blockR, blockW, err := os.Pipe()
-	if err != nil {
-		infoW.Close()
-		return backend.ExecResult{}, err
-	}
-	defer blockW.Close()
-
-	args := b.args(spec, r)
-	cmd := exec.Command(b.cfg.Bwrap, args...)
-	cmd.Env = []string{}
-	cmd.Dir = "/"
-	out := &capped{max: r.MaxOutput}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.ExtraFiles = []*os.File{filterR, infoW, blockR}
-	cmd.WaitDelay = 5 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if b.asUser {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(b.cfg.HostUID), Gid: uint32(b.cfg.HostGID), Groups: []uint32{}}
-	}
-	if err := cmd.Start(); err != nil {
-		infoW.Close()
-		blockR.Close()
-		return backend.ExecResult{}, fmt.Errorf("bwrap %s: start: %w", id, err)
-	}
-	infoW.Close()
-	blockR.Close()
-	killTree := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		b.cg.kill(group)
-	}
-	// bwrap reports the sandbox's pid once its namespaces exist and then
-	// waits on the block fd: move that process (every process of the
-	// sandbox descends from it) into the exec's group before a line of the
-	// command runs. The outer bwrap only waits; it stays where it is (each
-	// cgroup v1 migration costs milliseconds).
-	child, err := readChildPid(infoR)
-	if err == nil {
-		err = b.cg.join(group, child)
-	}
-	if err != nil {
-		killTree()
-		_ = cmd.Wait()
-		return backend.ExecResult{}, fmt.Errorf("bwrap %s: setup: %w (output %q)", id, err, out.buf)
-	}
-	if _, err := blockW.Write([]byte{1}); err != nil {
-		killTree()
-		_ = cmd.Wait()
-		return backend.ExecResult{}, fmt.Errorf("bwrap %s: release: %w", id, err)
-	}
-
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	timer := time.NewTimer(r.Timeout)
-	defer timer.Stop()
-	var res backend.ExecResult
-	select {
-	case err = <-done:
-	case <-timer.C:
-		res.TimedOut = true
-		killTree()
-		err = <-done
-	case <-ctx.Done():
-		killTree()
-		<-done
-		return backend.ExecResult{}, ctx.Err()
-	}
-	res.Output, res.Truncated = out.result()
-	res.ExitCode = cmd.ProcessState.ExitCode()
-	if res.TimedOut {
-		res.ExitCode = -1
-	}
-	var exitErr *exec.ExitError
-	if err != nil && !errors.As(err, &exitErr) && !res.TimedOut {
-		return res, fmt.Errorf("bwrap %s: wait: %w", id, err)
-	}
-	return res, nil
-}
-
-func (b *Backend) args(spec backend.Spec, r backend.ExecRequest) []string {
+// args is the bwrap command line of a tree for spec: everything but the
+// request, which the parked tree reads from fd 6 once released (park.go).
+func (b *Backend) args(spec backend.Spec) []string {
 	a := []string{
 		"--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
 		"--hostname", "sandbox", "--cap-drop", "ALL",
@@ -471,7 +408,6 @@ func (b *Backend) args(spec backend.Spec, r backend.ExecRequest) []string {
 		"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin", "TMPDIR": "/tmp",
 	}
 	maps.Copy(env, spec.Env)
-	maps.Copy(env, r.Env)
 	a = append(a, "--clearenv")
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
@@ -479,11 +415,10 @@ func (b *Backend) args(spec backend.Spec, r backend.ExecRequest) []string {
 		}
 		a = append(a, "--setenv", k, env[k])
 	}
-	a = append(a, "--chdir", r.Workdir,
+	a = append(a, "--chdir", "/",
 		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
 		"--")
-	a = append(a, rlimitPrefix(spec.Limits)...)
-	return append(a, "/bin/sh", "-c", r.Command)
+	return append(a, "/bin/sh", "/proc/self/fd/6")
 }
 
 // pipeWith returns the read end of a pipe holding data (the filter is a
@@ -515,17 +450,19 @@ func readChildPid(r io.Reader) (int, error) {
 	return info.ChildPid, nil
 }
 
-// rlimitPrefix runs the command under prlimit(1), which lowers its own
-// limits and execs: CPU time (soft: SIGXCPU, hard a second later:
-// SIGKILL), file size, core dumps and open files. Descendants inherit them
-// and, without CAP_SYS_RESOURCE, cannot raise them. (The provisioner cannot
-// set them on the sandbox from outside: that needs CAP_SYS_RESOURCE, which
-// container hosts often drop even for root.)
-func rlimitPrefix(l backend.Limits) []string {
-	return []string{"/usr/bin/prlimit",
-		"--cpu=" + strconv.FormatInt(l.CPUSeconds, 10) + ":" + strconv.FormatInt(l.CPUSeconds+1, 10),
-		"--fsize=" + strconv.FormatInt(l.FileSizeBytes, 10),
-		"--core=0", "--nofile=1024:4096", "--"}
+// ulimits is the start of a tree's request script: the shell lowers its
+// own limits before it runs anything of the request (the ulimit builtin,
+// as prlimit(1) did, without another exec): CPU time (soft: SIGXCPU, hard
+// a second later: SIGKILL), file size (512-byte blocks), core dumps and
+// open files (best effort: a host whose hard limit is lower keeps it).
+// Descendants inherit them and, without CAP_SYS_RESOURCE, cannot raise
+// them; a limit that cannot be set ends the command before it runs. (The
+// provisioner cannot set them on the sandbox from outside: that needs
+// CAP_SYS_RESOURCE, which container hosts often drop even for root.)
+func ulimits(l backend.Limits) string {
+	return fmt.Sprintf("ulimit -S -t %d && ulimit -H -t %d && ulimit -f %d && ulimit -c 0 || exit 126\n"+
+		"ulimit -S -n 1024 2>/dev/null; ulimit -H -n 4096 2>/dev/null\n",
+		l.CPUSeconds, l.CPUSeconds+1, max(l.FileSizeBytes/512, 1))
 }
 
 // capped keeps the first max bytes written and counts the rest.
@@ -547,6 +484,14 @@ func (c *capped) Write(p []byte) (int, error) {
 		c.buf = append(c.buf, p...)
 	}
 	return len(p), nil
+}
+
+// reset empties the buffer and sets the cap (a parked tree learns its
+// request's cap when released).
+func (c *capped) reset(max int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.max, c.buf, c.truncated = max, nil, false
 }
 
 func (c *capped) result() ([]byte, bool) {
