@@ -15,6 +15,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
@@ -73,10 +74,24 @@ func New(d Deps) *Server {
 			s.graphBuild = &b
 		}
 		if d.Tasks != nil {
-			s.tasks = d.Tasks.With(d.KBs)
+			s.tasks = d.Tasks.With(d.KBs).WithOwners(taskOwners(s.d.Evaluation, s.graphBuild))
 		}
 	}
 	return s
+}
+
+// taskOwners are the task centre's owners that are wired (a nil pointer
+// must not become a non-nil interface).
+func taskOwners(ev *evaluation.Service, gb *graph.Builder) (task.Evaluations, task.GraphBuilds) {
+	var e task.Evaluations
+	var g task.GraphBuilds
+	if ev != nil {
+		e = ev
+	}
+	if gb != nil {
+		g = gb
+	}
+	return e, g
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
