@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/userfiles"
 )
@@ -60,6 +61,9 @@ func New(d Deps) *Server {
 	fc := userfiles.Config{Threads: d.Threads, Blob: d.Blob, Parser: d.Parser}
 	if d.Sandbox != nil {
 		fc.Sandbox = d.Sandbox
+		if d.Threads != nil { // projects own a folder on the provisioner's volume
+			s.d.Threads = d.Threads.WithProjectFolders(sandbox.ProjectFolders{Client: d.Sandbox})
+		}
 	}
 	s.files = userfiles.New(fc)
 	if d.KBs != nil {
