@@ -1,5 +1,6 @@
 // Package chatimage takes images into chat messages (POST
-// /api/chat/image/upload): it checks the upload (type by magic bytes, size),
+// /api/chat/image/upload): it checks the upload (PNG, JPEG, GIF or WebP by
+// content, shared/imagecheck; size),
 // normalises it as the original's image processor does (transparency
 // composited on white, the longest side at most MaxSide, re-encoded as
 // JPEG, a thumbnail), stores the result in the object store and records it
@@ -8,7 +9,7 @@
 // are deleted after a grace period by Sweep.
 //
 // Imported by: functions/intake, shared/bootstrap/identity, shared/bootstrap/knowledge. May import: shared/blob,
-// shared/failure, shared/postgres, pgx and the standard library.
+// shared/failure, shared/imagecheck, shared/postgres, pgx and the standard library.
 package chatimage
 
 import (
@@ -22,9 +23,7 @@ import (
 	"image"
 	"image/color"
 	"image/draw"
-	_ "image/gif" // decoders registered for image.Decode
 	"image/jpeg"
-	_ "image/png"
 	"io"
 	"regexp"
 	"time"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/imagecheck" // also registers the decoders image.Decode uses
 )
 
 const (
@@ -52,9 +52,11 @@ const (
 
 // Errors of an upload.
 var (
-	ErrNotAnImage = failure.New(failure.KindUnsupportedMedia, "unsupported_image", "only PNG, JPEG and GIF images are accepted")
+	ErrNotAnImage = failure.New(failure.KindUnsupportedMedia, "unsupported_image", "only PNG, JPEG, GIF and WebP images are accepted")
 	ErrTooLarge   = failure.New(failure.KindTooLarge, "image_too_large", "images are at most %d bytes", MaxUploadBytes)
 	ErrBadImage   = failure.Invalid("invalid_image", "the image could not be decoded")
+
+	errTooManyPixels = failure.Unprocessable("image_dimensions", "images are at most %d pixels", MaxPixels)
 	// ErrNotFound answers unknown image ids and another user's.
 	ErrNotFound = failure.NotFound("image_not_found", "image not found")
 	// ErrAlreadyUsed answers an image a message already references.
@@ -70,7 +72,7 @@ type Uploaded struct {
 	ThumbnailContent string `json:"thumbnail_content"` // base64 JPEG
 	Width            int    `json:"width"`
 	Height           int    `json:"height"`
-	Format           string `json:"format"` // of the upload: png | jpeg | gif
+	Format           string `json:"format"` // of the upload: png | jpeg | gif | webp
 	MimeType         string `json:"mime_type"`
 	SizeBytes        int    `json:"size_bytes"` // of the stored image
 	OriginalFilename string `json:"original_filename,omitempty"`
@@ -85,17 +87,6 @@ type Store struct {
 // New returns the store.
 func New(pool *pgxpool.Pool, objects blob.Store) *Store { return &Store{pool: pool, objects: objects} }
 
-var magic = []struct {
-	format string
-	match  func([]byte) bool
-}{
-	{"png", func(b []byte) bool { return bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) }},
-	{"jpeg", func(b []byte) bool { return bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) }},
-	{"gif", func(b []byte) bool {
-		return bytes.HasPrefix(b, []byte("GIF87a")) || bytes.HasPrefix(b, []byte("GIF89a"))
-	}},
-}
-
 // Upload checks, normalises and stores uid's image read from r.
 func (s *Store) Upload(ctx context.Context, uid, filename string, r io.Reader) (Uploaded, error) {
 	if s.objects == nil {
@@ -108,15 +99,16 @@ func (s *Store) Upload(ctx context.Context, uid, filename string, r io.Reader) (
 	if len(data) > MaxUploadBytes {
 		return Uploaded{}, ErrTooLarge
 	}
-	format := ""
-	for _, m := range magic {
-		if m.match(data) {
-			format = m.format
-		}
-	}
-	if format == "" {
+	kind, _, err := imagecheck.Check(data, MaxPixels)
+	switch {
+	case errors.Is(err, imagecheck.ErrNotAnImage):
 		return Uploaded{}, ErrNotAnImage
+	case errors.Is(err, imagecheck.ErrTooManyPixels):
+		return Uploaded{}, errTooManyPixels
+	case err != nil:
+		return Uploaded{}, ErrBadImage
 	}
+	format := kind.Format
 	full, thumb, w, h, err := Process(data)
 	if err != nil {
 		return Uploaded{}, err
@@ -144,7 +136,7 @@ func Process(data []byte) (full, thumb []byte, w, h int, err error) {
 		return nil, nil, 0, 0, ErrBadImage
 	}
 	if cfg.Width <= 0 || cfg.Height <= 0 || int64(cfg.Width)*int64(cfg.Height) > MaxPixels {
-		return nil, nil, 0, 0, failure.Unprocessable("image_dimensions", "images are at most %d pixels", MaxPixels)
+		return nil, nil, 0, 0, errTooManyPixels
 	}
 	src, _, err := image.Decode(bytes.NewReader(data))
 	if err != nil {

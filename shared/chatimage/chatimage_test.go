@@ -3,8 +3,10 @@ package chatimage_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"io/fs"
 	"os"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/chatimage"
+	"github.com/yuxi-serverless/yuxi/shared/imagecheck/imagechecktest"
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 )
 
@@ -134,5 +137,23 @@ func TestUploadChecksTypeAndSize(t *testing.T) {
 	}
 	if _, err := s.Upload(ctx, "u", "x.png", bytes.NewReader([]byte("\x89PNG\r\n\x1a\ngarbage"))); err != chatimage.ErrBadImage {
 		t.Fatalf("garbage: %v", err)
+	}
+	// WebP (a real lossless file built here), normalised like the others:
+	// stored as JPEG, the colour kept, the longest side at most MaxSide.
+	webp := imagechecktest.SolidWebP(3000, 1000, color.NRGBA{R: 250, G: 20, B: 20, A: 255})
+	up, err := s.Upload(ctx, "u", "x.webp", bytes.NewReader(webp))
+	if err != nil || up.Format != "webp" || up.MimeType != "image/jpeg" || up.Width != chatimage.MaxSide || up.Height != 682 {
+		t.Fatalf("webp: %+v %v", up, err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(up.ImageContent)
+	img, err := jpeg.Decode(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, g, b, _ := img.At(100, 100).RGBA(); r>>8 < 230 || g>>8 > 40 || b>>8 > 40 {
+		t.Fatalf("stored colour %d %d %d, want red", r>>8, g>>8, b>>8)
+	}
+	if _, err := s.Upload(ctx, "u", "x.webp", bytes.NewReader(webp[:len(webp)-3])); err != chatimage.ErrBadImage {
+		t.Fatalf("truncated webp: %v", err)
 	}
 }

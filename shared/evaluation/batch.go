@@ -43,6 +43,9 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 	if r.Status != "running" || r.nextBatch != batch {
 		return nil
 	}
+	if stopped, err := s.stopRunIfCancelled(ctx, runID, batch); stopped || err != nil {
+		return err
+	}
 	results, err := s.evaluateItems(ctx, r, batch)
 	if _, coded := failure.As(err); coded {
 		return s.failRun(ctx, r, err)
@@ -52,13 +55,16 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 	}
 	s.crash("evaluate.batch_evaluated")
 	err = s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		tag, err := tx.Exec(ctx, `UPDATE evaluation_runs SET next_batch = $3, completed_items = completed_items + $4
-			WHERE run_id = $1 AND next_batch = $2 AND status = 'running'`, runID, batch, batch+1, len(results))
+		// The row lock taken here orders this commit with a cancel (cancel.go).
+		var cancelled bool
+		err := tx.QueryRow(ctx, `UPDATE evaluation_runs SET next_batch = $3, completed_items = completed_items + $4
+			WHERE run_id = $1 AND next_batch = $2 AND status = 'running' RETURNING cancel_requested_at IS NOT NULL`,
+			runID, batch, batch+1, len(results)).Scan(&cancelled)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // raced by another delivery of this batch, or the run ended
+		}
 		if err != nil {
 			return err
-		}
-		if tag.RowsAffected() == 0 {
-			return nil // raced by another delivery of this batch, or the run ended
 		}
 		// One round trip for the batch's rows.
 		var b pgx.Batch
@@ -75,6 +81,9 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 			return err
 		}
 		if (batch+1)*r.batchSize < r.TotalItems {
+			if cancelled {
+				return cancelRunTx(ctx, tx, runID)
+			}
 			return emit(batchEvent(runID, batch+1))
 		}
 		return s.completeTx(ctx, tx, emit, r)

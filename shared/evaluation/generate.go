@@ -46,11 +46,14 @@ type GenerationParams struct {
 // buildMeta is a generated dataset's build_metadata.
 type buildMeta struct {
 	Source   string           `json:"source"`
-	Status   string           `json:"status"` // pending | running | completed | failed
+	Status   string           `json:"status"` // pending | running | completed | failed | cancelled
 	Progress int              `json:"progress"`
 	Message  string           `json:"message,omitempty"`
 	TaskID   string           `json:"task_id,omitempty"`
 	Params   GenerationParams `json:"params"`
+	// CancelRequested: the task centre asked the generation to stop; it
+	// stops at its next batch boundary (cancel.go).
+	CancelRequested bool `json:"cancel_requested,omitempty"`
 }
 
 func intIn(p *int, def, lo, hi int, name string) (int, error) {
@@ -171,7 +174,7 @@ func (s *Service) Resume(ctx context.Context, sub access.Subject, kbID, datasetI
 			return nil
 		}
 		attempt++
-		m.Status, m.Message = "pending", "恢复生成中"
+		m.Status, m.Message, m.CancelRequested = "pending", "恢复生成中", false
 		m.TaskID = fmt.Sprintf("task_%s_%d", strings.TrimPrefix(datasetID, "dataset_"), attempt)
 		m.Progress = 99 * items / max(m.Params.Count, 1)
 		nm, _ := json.Marshal(m)
@@ -217,6 +220,9 @@ func (s *Service) GenerateBatch(ctx context.Context, datasetID string, batch int
 	if m.Source != "generated" || (m.Status != "pending" && m.Status != "running") || next != batch {
 		return nil
 	}
+	if m.CancelRequested {
+		return s.stopGeneration(ctx, datasetID, batch)
+	}
 	p := m.Params
 	size := p.ConcurrencyCount
 	from := batch * size
@@ -245,9 +251,16 @@ func (s *Service) GenerateBatch(ctx context.Context, datasetID string, batch int
 	}
 	s.crash("evaluate.dataset_batch_generated")
 	return s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		tag, err := tx.Exec(ctx, `UPDATE evaluation_datasets SET generation_batch = $3, updated_at = now()
-			WHERE dataset_id = $1 AND generation_batch = $2 AND build_metadata->>'status' IN ('pending', 'running')`, datasetID, batch, batch+1)
-		if err != nil || tag.RowsAffected() == 0 {
+		// The row lock taken here orders this commit with a cancel: a cancel
+		// that arrived during the batch is read back (cancel.go).
+		var cancelled bool
+		err := tx.QueryRow(ctx, `UPDATE evaluation_datasets SET generation_batch = $3, updated_at = now()
+			WHERE dataset_id = $1 AND generation_batch = $2 AND build_metadata->>'status' IN ('pending', 'running')
+			RETURNING coalesce((build_metadata->>'cancel_requested')::boolean, false)`, datasetID, batch, batch+1).Scan(&cancelled)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 		var rows []Item
@@ -272,12 +285,15 @@ func (s *Service) GenerateBatch(ctx context.Context, datasetID string, batch int
 				m.Status, m.Message = "failed", "未生成新的有效评估题目"
 			}
 		}
+		if cancelled && !done {
+			m.Status, m.Message, m.CancelRequested = "cancelled", fmt.Sprintf("已取消（已生成 %d/%d）", count, p.Count), true
+		}
 		nm, _ := json.Marshal(m)
 		if _, err := tx.Exec(ctx, `UPDATE evaluation_datasets SET build_metadata = $2, item_count = $3 WHERE dataset_id = $1`,
 			datasetID, nm, count); err != nil {
 			return err
 		}
-		if done {
+		if done || cancelled {
 			return nil
 		}
 		var attempt int

@@ -378,18 +378,7 @@ func (b *Builder) Status(ctx context.Context, sub access.Subject, kbID string) (
 	if st.Graph, err = b.Engine.Stats(ctx, kbID); err != nil {
 		return st, err
 	}
-	switch {
-	case !ok:
-		st.Status = "not_configured"
-	case st.TotalChunks == 0:
-		st.Status = "empty"
-	case st.DoneChunks >= st.TotalChunks:
-		st.Status = "done"
-	case st.FailedChunks > 0 && st.DoneChunks+st.FailedChunks >= st.TotalChunks:
-		st.Status = "partial"
-	default:
-		st.Status = "building"
-	}
+	st.Status = buildState(ok, st.TotalChunks, st.DoneChunks, st.FailedChunks)
 	return st, nil
 }
 

@@ -50,6 +50,9 @@ type FileRecovery struct {
 // lost: a stage held past its lease, or a file waiting past the grace time
 // for its next stage. A file that exhausted MaxAttempts ends in an error
 // status with a message saying so. No file stays in parsing or indexing.
+// An uploaded file without an ingestion batch that came from an upload was
+// added with documents/add: it waits for an explicit parse and is left
+// alone (bucket files have no batch either and are re-driven).
 // A re-driven file is re-driven again only after another grace period (the
 // sweep marks it updated; the stage itself is left for the redelivered event
 // to reclaim), so frequent sweeps do not pile up events for one file.
@@ -65,7 +68,8 @@ func (store *Store) RecoverStuckFiles(ctx context.Context, ob *outbox.Outbox, cf
 					AND updated_at < clock_timestamp() - $3::interval) OR
 				(status = 'indexing' AND stage_started_at < clock_timestamp() - $2::interval
 					AND updated_at < clock_timestamp() - $3::interval) OR
-				(status = 'uploaded' AND updated_at < clock_timestamp() - $3::interval AND ingest_cancelled_at IS NULL) OR
+				(status = 'uploaded' AND updated_at < clock_timestamp() - $3::interval AND ingest_cancelled_at IS NULL
+					AND (ingest_batch IS NOT NULL OR source <> 'upload')) OR
 				(status = 'parsed' AND updated_at < clock_timestamp() - $3::interval AND ingest_cancelled_at IS NULL
 					AND coalesce(processing_params->>'auto_index', 'true') = 'true'))
 			ORDER BY updated_at LIMIT $4 FOR UPDATE SKIP LOCKED`,

@@ -33,8 +33,8 @@ func TestRecoverStuckFiles(t *testing.T) {
 			started = time.Now().Add(-ago)
 		}
 		e.exec(t, `UPDATE knowledge_files SET status = $2, stage_started_at = $3, updated_at = now() - $4::interval,
-			stage_attempts = $5, markdown_key = 'md', processing_params = jsonb_build_object('auto_index', $6::boolean)
-			WHERE file_id = $1`, f.FileID, status, started, ago.String(), attempts, autoIndex)
+			stage_attempts = $5, markdown_key = 'md', processing_params = jsonb_build_object('auto_index', $6::boolean),
+			ingest_batch = $7 WHERE file_id = $1`, f.FileID, status, started, ago.String(), attempts, autoIndex, kb.NewBatchID())
 		return f
 	}
 	hour := time.Hour
@@ -54,6 +54,13 @@ func TestRecoverStuckFiles(t *testing.T) {
 	add("live-index", kb.StatusIndexing, fresh, 1, true, "")
 	add("lost-upload", kb.StatusUploaded, hour, 0, true, "redrive_parse")
 	add("new-upload", kb.StatusUploaded, fresh, 0, true, "")
+	// Added with documents/add (no ingestion batch): it waits for an
+	// explicit parse, so the sweep leaves it; a bucket file has no batch
+	// either, and its lost event is re-driven.
+	add("added-only", kb.StatusUploaded, hour, 0, true, "")
+	add("lost-bucket-file", kb.StatusUploaded, hour, 0, true, "redrive_parse")
+	e.exec(t, `UPDATE knowledge_files SET ingest_batch = NULL WHERE filename IN ('added-only', 'lost-bucket-file') AND kb_id = $1`, k.KBID)
+	e.exec(t, `UPDATE knowledge_files SET source = 'bucket' WHERE filename = 'lost-bucket-file' AND kb_id = $1`, k.KBID)
 	add("lost-parsed", kb.StatusParsed, hour, 0, true, "redrive_index")
 	add("parse-only", kb.StatusParsed, hour, 0, false, "")
 	add("new-parsed", kb.StatusParsed, fresh, 0, true, "")
@@ -139,7 +146,7 @@ func TestRecoverStuckFiles(t *testing.T) {
 	// A file still stuck after another grace period is re-driven again.
 	e.exec(t, `UPDATE knowledge_files SET updated_at = now() - interval '1 hour' WHERE kb_id = $1 AND status = 'uploaded'`, k.KBID)
 	recs, err = e.store.RecoverStuckFiles(e.ctx, e.ob, cfg)
-	if err != nil || len(recs) != 2 { // lost-upload and new-upload
+	if err != nil || len(recs) != 3 { // lost-upload, new-upload and lost-bucket-file (not added-only)
 		t.Fatalf("sweep after another grace period = %+v, %v", recs, err)
 	}
 

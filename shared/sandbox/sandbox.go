@@ -488,3 +488,32 @@ func (c *Client) Archive(ctx context.Context, s Scope, path string, w io.Writer)
 	}
 	return nil
 }
+
+// ProjectsDir holds the users' project working folders: a project's folder
+// is ProjectsDir/<project id> in its owner's workspace, on the
+// provisioner's volume — every sandbox of the owner sees it there (the
+// workspace is mounted per user), and the viewer reads it without a sandbox.
+const ProjectsDir = WorkspaceDir + "/projects"
+
+// ProjectDir is the sandbox path of project id's working folder.
+func ProjectDir(id string) string { return ProjectsDir + "/" + id }
+
+// ProjectFolders makes and removes projects' working folders through the
+// provisioner's authenticated API (functions never mount the volume). It
+// is shared/thread's ProjectFolders.
+type ProjectFolders struct{ Client *Client }
+
+// CreateProjectFolder makes uid's folder of project id (an existing one is kept).
+func (f ProjectFolders) CreateProjectFolder(ctx context.Context, uid, id string) error {
+	return f.Client.Mkdir(ctx, Scope{UID: uid}, ProjectDir(id))
+}
+
+// RemoveProjectFolder removes uid's folder of project id and everything in
+// it; a folder already gone is no error.
+func (f ProjectFolders) RemoveProjectFolder(ctx context.Context, uid, id string) error {
+	err := f.Client.DeleteFile(ctx, Scope{UID: uid}, ProjectDir(id), true)
+	if IsCode(err, "not_found") {
+		return nil
+	}
+	return err
+}

@@ -1,11 +1,14 @@
 // Package task is the task centre (/api/tasks): the background work the
 // platform runs, as the original's Tasker showed it — ingestion batches,
-// evaluation runs, generated evaluation datasets — read from the tables
-// their owning packages already keep. It is a read model, not a second
-// writer: knowledge_files (shared/kb) and evaluation_runs /
-// evaluation_datasets (shared/evaluation) are only read here; cancelling
-// asks the owner (kb.Store.CancelBatch). It owns task_dismissals: DELETE of
-// a finished task records that the task is no longer listed.
+// evaluation runs, generated evaluation datasets, knowledge-graph builds —
+// read from the tables their owning packages already keep. It is a read
+// model, not a second writer: knowledge_files (shared/kb) and
+// evaluation_runs / evaluation_datasets (shared/evaluation) are only read
+// here, graph builds come from their owner (graph.Builder.Progress);
+// cancelling asks the owner (kb.Store.CancelBatch,
+// evaluation.Service.CancelRun / CancelGeneration; a graph build cannot be
+// stopped). It owns task_dismissals: DELETE of a finished task records that
+// the task is no longer listed.
 //
 // A task is visible to whoever may read its knowledge base (the routes are
 // admin-only, as the original's): an admin of another department sees none
@@ -14,7 +17,7 @@
 // Owns the table task_dismissals; reads knowledge_files, knowledge_bases
 // (through KBs), evaluation_runs, evaluation_datasets.
 // Imported by: functions/intake, shared/bootstrap/identity, tests.
-// May import: shared/access, shared/failure, shared/kb, pgx.
+// May import: shared/access, shared/failure, shared/graph, shared/kb, pgx.
 package task
 
 import (
@@ -29,6 +32,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 )
 
@@ -37,6 +41,7 @@ const (
 	TypeIngest     = "knowledge_ingest"
 	TypeEvaluation = "rag_evaluation"
 	TypeGeneration = "dataset_generation"
+	TypeGraphBuild = "knowledge_graph_build"
 )
 
 // Statuses, as the original's Tasker.
@@ -95,10 +100,24 @@ type KBs interface {
 	CancelBatch(ctx context.Context, kbID, batch string) (int, error)
 }
 
+// Evaluations is the owner of evaluation runs and generated datasets
+// (evaluation.Service): asked to stop them at their next batch boundary.
+type Evaluations interface {
+	CancelRun(ctx context.Context, runID string) (bool, error)
+	CancelGeneration(ctx context.Context, taskID string) (bool, error)
+}
+
+// GraphBuilds is the owner of knowledge-graph builds (graph.Builder).
+type GraphBuilds interface {
+	Progress(ctx context.Context, kbIDs []string) ([]graph.BuildProgress, error)
+}
+
 // Store answers the task routes.
 type Store struct {
-	pool *pgxpool.Pool
-	kbs  KBs
+	pool   *pgxpool.Pool
+	kbs    KBs
+	evals  Evaluations // nil: evaluation tasks are not cancellable
+	graphs GraphBuilds // nil: graph builds are not listed
 }
 
 // New returns the task centre over pool; With gives it the KBs.
@@ -108,6 +127,14 @@ func New(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
 func (s *Store) With(kbs KBs) *Store {
 	c := *s
 	c.kbs = kbs
+	return &c
+}
+
+// WithOwners returns a copy of s that asks evals to stop evaluation runs
+// and generations, and lists graph builds from graphs (either may be nil).
+func (s *Store) WithOwners(evals Evaluations, graphs GraphBuilds) *Store {
+	c := *s
+	c.evals, c.graphs = evals, graphs
 	return &c
 }
 
@@ -200,8 +227,11 @@ func (s *Store) get(ctx context.Context, sub access.Subject, id string) (Task, a
 // Cancel is POST /api/tasks/{task_id}/cancel: it asks the task's owner to
 // stop. An ingestion batch's files that have not started their next stage
 // start none (they keep their status: uploaded, or parsed); running stages
-// finish. Evaluation runs and dataset generations are not cancellable
-// (400 task_not_cancellable), nor are finished tasks.
+// finish. An evaluation run or a dataset generation finishes the batch in
+// flight and stops at that boundary, recording cancelled. A graph build
+// cannot be stopped (400 graph_build_not_cancellable: reset the graph
+// instead); finished tasks and tasks already cancelling are 400
+// task_not_cancellable.
 func (s *Store) Cancel(ctx context.Context, sub access.Subject, id string) error {
 	t, lv, err := s.get(ctx, sub, id)
 	if err != nil {
@@ -210,18 +240,37 @@ func (s *Store) Cancel(ctx context.Context, sub access.Subject, id string) error
 	if lv < access.Manage {
 		return failure.Forbidden("task_manage_forbidden", "you may not manage this task")
 	}
-	if t.Type != TypeIngest || Terminal(t.Status) || t.CancelRequested {
-		return failure.Invalid("task_not_cancellable", "Task cannot be cancelled")
+	if t.Type == TypeGraphBuild {
+		return failure.Invalid("graph_build_not_cancellable",
+			"a knowledge-graph build cannot be stopped; POST /api/graph/…/graph-build/reset removes the graph and its progress")
 	}
-	n, err := s.kbs.CancelBatch(ctx, t.KBID, t.ID)
+	if Terminal(t.Status) || t.CancelRequested {
+		return errNotCancellable
+	}
+	var ok bool
+	switch {
+	case t.Type == TypeIngest:
+		n, err := s.kbs.CancelBatch(ctx, t.KBID, t.ID)
+		if err != nil {
+			return err
+		}
+		ok = n > 0
+	case s.evals == nil:
+	case t.Type == TypeEvaluation:
+		ok, err = s.evals.CancelRun(ctx, t.ID)
+	case t.Type == TypeGeneration:
+		ok, err = s.evals.CancelGeneration(ctx, t.ID)
+	}
 	if err != nil {
 		return err
 	}
-	if n == 0 {
-		return failure.Invalid("task_not_cancellable", "Task cannot be cancelled")
+	if !ok {
+		return errNotCancellable // finished (or cancelled) since it was read
 	}
 	return nil
 }
+
+var errNotCancellable = failure.Invalid("task_not_cancellable", "Task cannot be cancelled")
 
 // Delete is DELETE /api/tasks/{task_id}: a finished task's record leaves
 // the list (409 task_not_finished while it runs). The work it did — files,
@@ -237,7 +286,10 @@ func (s *Store) Delete(ctx context.Context, sub access.Subject, id string) error
 	if !Terminal(t.Status) {
 		return failure.Conflict("task_not_finished", "only a finished task can be deleted; cancel it first")
 	}
-	_, err = s.pool.Exec(ctx, `INSERT INTO task_dismissals (task_id, dismissed_by) VALUES ($1, $2) ON CONFLICT (task_id) DO NOTHING`, id, sub.UID)
+	// A graph build keeps its id across builds: a dismissal hides it until
+	// the graph changes again (dismissed_at is compared with its last change).
+	_, err = s.pool.Exec(ctx, `INSERT INTO task_dismissals (task_id, dismissed_by) VALUES ($1, $2)
+		ON CONFLICT (task_id) DO UPDATE SET dismissed_by = EXCLUDED.dismissed_by, dismissed_at = now()`, id, sub.UID)
 	return err
 }
 
@@ -267,6 +319,13 @@ func (s *Store) load(ctx context.Context, kbIDs []string, id string) ([]Task, er
 	}
 	if id == "" || strings.HasPrefix(id, "task_") {
 		ts, err := s.generations(ctx, kbIDs, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ts...)
+	}
+	if s.graphs != nil && (id == "" || strings.HasPrefix(id, graphTaskPrefix)) {
+		ts, err := s.graphBuilds(ctx, kbIDs, id, names)
 		if err != nil {
 			return nil, err
 		}
@@ -362,7 +421,7 @@ func (s *Store) batches(ctx context.Context, kbIDs []string, id string, names ma
 // evalRuns reads evaluation runs (status running | completed | failed).
 func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
 	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.kb_id, r.name, r.dataset_id, r.status, r.total_items, r.completed_items,
-		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate, r.cancel_requested_at IS NOT NULL
 		FROM evaluation_runs r
 		WHERE r.kb_id = ANY($1) AND ($2 = '' OR r.run_id = $2)
 		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
@@ -380,8 +439,9 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 		var metrics, gate json.RawMessage
 		var gateStatus *string
 		var started time.Time
+		var cancelAsked bool
 		if err := rows.Scan(&t.ID, &t.KBID, &name, &dataset, &status, &total, &completed, &score, &metrics, &started,
-			&t.CompletedAt, &t.CreatedBy, &gateStatus, &gate); err != nil {
+			&t.CompletedAt, &t.CreatedBy, &gateStatus, &gate, &cancelAsked); err != nil {
 			return nil, err
 		}
 		t.Type, t.Name = TypeEvaluation, "RAG评估 "+name
@@ -395,6 +455,8 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 		switch status {
 		case "completed":
 			t.Status, t.Message, t.Progress = Success, "任务已完成", 100
+		case "cancelled":
+			t.Status, t.Message, t.CancelRequested = Cancelled, fmt.Sprintf("任务已取消（已评估 %d/%d）", completed, total), true
 		case "failed":
 			t.Status, t.Message = Failed, "任务执行失败"
 			msg := "evaluation failed"
@@ -405,6 +467,12 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 				}
 			}
 			t.Error = &msg
+		case "running":
+			if cancelAsked {
+				t.Status, t.Message, t.CancelRequested = Running, "取消中：当前批次完成后停止", true
+				break
+			}
+			fallthrough
 		default:
 			t.Status, t.Message = Running, fmt.Sprintf("已评估 %d/%d", completed, total)
 		}
@@ -423,7 +491,8 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 func (s *Store) generations(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
 	rows, err := s.pool.Query(ctx, `SELECT x.build_metadata->>'task_id', x.kb_id, x.dataset_id, x.name,
 		coalesce(x.build_metadata->>'status', 'pending'), coalesce((x.build_metadata->>'progress')::float8, 0),
-		coalesce(x.build_metadata->>'message', ''), x.created_at, x.updated_at, x.created_by
+		coalesce(x.build_metadata->>'message', ''), x.created_at, x.updated_at, x.created_by,
+		coalesce((x.build_metadata->>'cancel_requested')::boolean, false)
 		FROM evaluation_datasets x
 		WHERE x.kb_id = ANY($1) AND x.build_metadata->>'source' = 'generated' AND x.build_metadata ? 'task_id'
 		  AND ($2 = '' OR x.build_metadata->>'task_id' = $2)
@@ -437,7 +506,8 @@ func (s *Store) generations(ctx context.Context, kbIDs []string, id string) ([]T
 	for rows.Next() {
 		var t Task
 		var dataset, name, status string
-		if err := rows.Scan(&t.ID, &t.KBID, &dataset, &name, &status, &t.Progress, &t.Message, &t.CreatedAt, &t.UpdatedAt, &t.CreatedBy); err != nil {
+		if err := rows.Scan(&t.ID, &t.KBID, &dataset, &name, &status, &t.Progress, &t.Message, &t.CreatedAt, &t.UpdatedAt, &t.CreatedBy,
+			&t.CancelRequested); err != nil {
 			return nil, err
 		}
 		t.Type, t.Name = TypeGeneration, "生成评估数据集 "+name
@@ -448,10 +518,15 @@ func (s *Store) generations(ctx context.Context, kbIDs []string, id string) ([]T
 			t.Status = Failed
 			msg := t.Message
 			t.Error = &msg
+		case "cancelled":
+			t.Status = Cancelled
 		case "running":
 			t.Status = Running
 		default:
 			t.Status = Pending
+		}
+		if t.CancelRequested && !Terminal(t.Status) {
+			t.Message = "取消中：当前批次完成后停止"
 		}
 		if t.Status != Pending {
 			st := t.CreatedAt
@@ -465,6 +540,82 @@ func (s *Store) generations(ctx context.Context, kbIDs []string, id string) ([]T
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// graphTaskPrefix starts a graph build's task id: "graph_" + its KB's id
+// (a knowledge base has one graph; its build is one task).
+const graphTaskPrefix = "graph_"
+
+// graphBuilds reads the graph builds of kbIDs from their owner; a dismissed
+// build is listed again once its graph changes after the dismissal.
+func (s *Store) graphBuilds(ctx context.Context, kbIDs []string, id string, names map[string]string) ([]Task, error) {
+	if id != "" {
+		kbID := strings.TrimPrefix(id, graphTaskPrefix)
+		if !contains(kbIDs, kbID) {
+			return nil, nil
+		}
+		kbIDs = []string{kbID}
+	}
+	builds, err := s.graphs.Progress(ctx, kbIDs)
+	if err != nil || len(builds) == 0 {
+		return nil, err
+	}
+	ids := make([]string, len(builds))
+	for i, b := range builds {
+		ids[i] = graphTaskPrefix + b.KBID
+	}
+	rows, err := s.pool.Query(ctx, `SELECT task_id, dismissed_at FROM task_dismissals WHERE task_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	dismissed := map[string]time.Time{}
+	for rows.Next() {
+		var tid string
+		var at time.Time
+		if err := rows.Scan(&tid, &at); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		dismissed[tid] = at
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var out []Task
+	for i, b := range builds {
+		if at, ok := dismissed[ids[i]]; ok && !b.UpdatedAt.After(at) {
+			continue
+		}
+		t := Task{ID: ids[i], KBID: b.KBID, Type: TypeGraphBuild, Name: "知识图谱构建 " + names[b.KBID],
+			CreatedAt: b.ConfiguredAt, UpdatedAt: b.UpdatedAt}
+		if b.TotalChunks > 0 {
+			t.Progress = float64(b.DoneChunks) * 100 / float64(b.TotalChunks)
+		}
+		switch b.Status {
+		case "done":
+			t.Status, t.Message, t.Progress = Success, "任务已完成", 100
+		case "partial":
+			t.Status, t.Message = Failed, fmt.Sprintf("抽取完成，失败 %d 个分块", b.FailedChunks)
+			msg := t.Message
+			t.Error = &msg
+		case "empty":
+			t.Status, t.Message = Pending, "等待已索引的文件"
+		default:
+			t.Status, t.Message = Running, fmt.Sprintf("已抽取 %d/%d 个分块", b.DoneChunks+b.FailedChunks, b.TotalChunks)
+		}
+		if t.Status != Pending {
+			st := b.ConfiguredAt
+			t.StartedAt = &st
+		}
+		if Terminal(t.Status) {
+			c := b.UpdatedAt
+			t.CompletedAt = &c
+		}
+		t.Payload = map[string]any{"kb_id": b.KBID, "config_version": b.Version}
+		t.Result = map[string]any{"total_chunks": b.TotalChunks, "done_chunks": b.DoneChunks, "failed_chunks": b.FailedChunks}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func contains(list []string, s string) bool {

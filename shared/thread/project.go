@@ -11,12 +11,16 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 )
 
 // Project groups a user's threads and owns a managed working folder,
-// WorkdirPath, relative to the sandbox provisioner's volume
-// ("projects/<id>"). The original's linked projects (any existing host
-// folder) are refused: they would expose the host.
+// WorkdirPath ("projects/<id>", the original's value), made on the sandbox
+// provisioner's volume in the owner's workspace when the project is
+// created: every sandbox of the owner's threads sees it at
+// /home/gem/user-data/workspace/projects/<id> (SandboxPath), and deleting
+// the project removes it. The original's linked projects (any existing
+// host folder) are refused: they would expose the host.
 type Project struct {
 	ID              string    `json:"id"`
 	UID             string    `json:"uid"`
@@ -24,6 +28,7 @@ type Project struct {
 	SelectionStatus string    `json:"selection_status"` // implicit | selectable
 	DirectoryMode   string    `json:"directory_mode"`   // managed
 	WorkdirPath     string    `json:"workdir_path"`
+	SandboxPath     string    `json:"sandbox_path"` // the folder as the project's sandboxes see it
 	ThreadCount     int       `json:"thread_count"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
@@ -52,7 +57,24 @@ const projectCols = `p.id, p.uid, p.name, p.selection_status, p.directory_mode, 
 func scanProject(row pgx.Row) (Project, error) {
 	var p Project
 	err := row.Scan(&p.ID, &p.UID, &p.Name, &p.SelectionStatus, &p.DirectoryMode, &p.WorkdirPath, &p.CreatedAt, &p.UpdatedAt, &p.ThreadCount)
+	p.SandboxPath = sandbox.ProjectDir(p.ID)
 	return p, err
+}
+
+// ProjectFolders keeps projects' working folders on the sandbox
+// provisioner's volume, through its authenticated API
+// (sandbox.ProjectFolders).
+type ProjectFolders interface {
+	CreateProjectFolder(ctx context.Context, uid, projectID string) error
+	RemoveProjectFolder(ctx context.Context, uid, projectID string) error
+}
+
+// WithProjectFolders returns a copy of s whose projects get their working
+// folder through f.
+func (s *Store) WithProjectFolders(f ProjectFolders) *Store {
+	c := *s
+	c.folders = f
+	return &c
 }
 
 // CreateProject makes a managed project for uid, idempotent on (uid,
@@ -77,8 +99,22 @@ func (s *Store) CreateProject(ctx context.Context, uid string, in ProjectInput) 
 		return Project{}, failure.Unprocessable("invalid_idempotency_key", "idempotency_key must be 1 to 64 characters")
 	}
 	id := newProjectID()
-	_, err := s.pool.Exec(ctx, `INSERT INTO projects (id, uid, name, workdir_path, idempotency_key) VALUES ($1, $2, $3, $4, $5)`,
-		id, uid, name, "projects/"+id, in.IdempotencyKey)
+	// The row and the folder together: the folder is made before the row
+	// commits, and a failure to make it rolls the row back (an empty folder
+	// left by a failed commit is harmless and reused by no one).
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO projects (id, uid, name, workdir_path, idempotency_key) VALUES ($1, $2, $3, $4, $5)`,
+			id, uid, name, "projects/"+id, in.IdempotencyKey); err != nil {
+			return err
+		}
+		if s.folders == nil {
+			return nil
+		}
+		if err := s.folders.CreateProjectFolder(ctx, uid, id); err != nil {
+			return fmt.Errorf("create the project's folder: %w", err)
+		}
+		return nil
+	})
 	if postgres.IsUniqueViolation(err, "projects_uid_idempotency_key_key") {
 		p, err := scanProject(s.pool.QueryRow(ctx, `SELECT `+projectCols+` FROM projects p WHERE p.uid = $1 AND p.idempotency_key = $2`,
 			uid, *in.IdempotencyKey))
@@ -90,10 +126,47 @@ func (s *Store) CreateProject(ctx context.Context, uid string, in ProjectInput) 
 		}
 		return p, nil
 	}
+	if _, coded := failure.As(err); coded {
+		return Project{}, err // the provisioner's answer (sandbox_unavailable, …)
+	}
 	if err != nil {
 		return Project{}, fmt.Errorf("create project: %w", err)
 	}
 	return s.Project(ctx, uid, id)
+}
+
+// DeleteProject deletes uid's project and its working folder. Its threads
+// stay, outside any project. The folder is removed before the row commits:
+// when the provisioner cannot remove it, nothing is deleted (a retry
+// finishes the job; a folder already gone is no error).
+func (s *Store) DeleteProject(ctx context.Context, uid, id string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var found string
+		err := tx.QueryRow(ctx, `SELECT id FROM projects WHERE id = $1 AND uid = $2 FOR UPDATE`, id, uid).Scan(&found)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrProjectNotFound
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE conversations SET project_id = NULL WHERE project_id = $1 AND uid = $2`, id, uid); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM projects WHERE id = $1 AND uid = $2`, id, uid); err != nil {
+			return err
+		}
+		if s.folders == nil {
+			return nil
+		}
+		return s.folders.RemoveProjectFolder(ctx, uid, id)
+	})
+	if _, coded := failure.As(err); coded {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("delete project: %w", err)
+	}
+	return nil
 }
 
 func newProjectID() string {

@@ -3,7 +3,7 @@
 // from a missing one (404).
 //
 // Imported by: functions/intake, shared/queue, shared/userfiles. May import: shared/postgres,
-// shared/failure, shared/approval, pgx.
+// shared/failure, shared/approval, shared/sandbox (project folders' paths), pgx.
 package thread
 
 import (
@@ -47,7 +47,10 @@ type Thread struct {
 }
 
 // Store reads and writes threads.
-type Store struct{ pool *pgxpool.Pool }
+type Store struct {
+	pool    *pgxpool.Pool
+	folders ProjectFolders // nil: projects get no working folder (no provisioner)
+}
 
 // NewStore returns a thread store.
 func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }

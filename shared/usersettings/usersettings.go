@@ -1,13 +1,14 @@
 // Package usersettings is what each user configures for themselves: the
 // user config (enable_memory), the sandbox environment variables their
 // agents' sandboxes get (agent_envs; never shown to anyone else), and the
-// images they upload (avatars, chat images), checked by their magic bytes
+// images they upload (avatars, chat images): PNG, JPEG, GIF or WebP,
+// checked by content (shared/imagecheck: magic bytes, then a full decode)
 // and stored in the object store under unguessable keys.
 //
 // Owns the tables user_config and agent_envs.
 // Imported by: functions/intake, shared/bootstrap/identity, the sandbox tools' wiring
 // (tool-invoke's main, infra/local: EnvForUID).
-// May import: shared/blob, shared/failure, shared/postgres, pgx.
+// May import: shared/blob, shared/failure, shared/imagecheck, shared/postgres, pgx.
 package usersettings
 
 import (
@@ -29,6 +30,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/imagecheck"
 )
 
 // Agent environment limits, as the original (user_router.py).
@@ -38,6 +40,9 @@ const (
 	MaxEnvValueLength = 32768
 	// MaxImageBytes bounds an uploaded image (5 MB, as the original).
 	MaxImageBytes = 5 << 20
+	// MaxImagePixels bounds an uploaded image's decoded size (a small
+	// compressed file can decode to gigabytes).
+	MaxImagePixels = 40_000_000
 	// ImagePrefix starts every uploaded image's object key.
 	ImagePrefix = "user-images/"
 )
@@ -198,21 +203,6 @@ func (s *Store) EnvForUID(ctx context.Context, uid string) (map[string]string, e
 	return env, nil
 }
 
-// Image types accepted, by magic bytes.
-var imageTypes = []struct {
-	ext, contentType string
-	match            func([]byte) bool
-}{
-	{"png", "image/png", func(b []byte) bool { return bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) }},
-	{"jpg", "image/jpeg", func(b []byte) bool { return bytes.HasPrefix(b, []byte{0xFF, 0xD8, 0xFF}) }},
-	{"gif", "image/gif", func(b []byte) bool {
-		return bytes.HasPrefix(b, []byte("GIF87a")) || bytes.HasPrefix(b, []byte("GIF89a"))
-	}},
-	{"webp", "image/webp", func(b []byte) bool {
-		return len(b) >= 12 && bytes.Equal(b[:4], []byte("RIFF")) && bytes.Equal(b[8:12], []byte("WEBP"))
-	}},
-}
-
 // ErrNotAnImage answers uploads that are not PNG, JPEG, GIF or WebP.
 var ErrNotAnImage = failure.New(failure.KindUnsupportedMedia, "unsupported_image", "the file is not a PNG, JPEG, GIF or WebP image")
 
@@ -234,23 +224,31 @@ func (s *Store) SaveImage(ctx context.Context, kind string, r io.Reader) (string
 	if len(data) > MaxImageBytes {
 		return "", blob.Info{}, ErrImageTooLarge
 	}
-	for _, t := range imageTypes {
-		if !t.match(data) {
-			continue
-		}
-		b := make([]byte, 16)
-		if _, err := rand.Read(b); err != nil {
-			return "", blob.Info{}, err
-		}
-		key := ImagePrefix + kind + "/" + hex.EncodeToString(b) + "." + t.ext
-		info, err := s.objects.Put(ctx, key, bytes.NewReader(data), int64(len(data)), t.contentType)
-		if err != nil {
-			return "", blob.Info{}, fmt.Errorf("store image: %w", err)
-		}
-		return key, info, nil
+	// The whole file must decode as the type its magic bytes name: it is
+	// stored and served as uploaded.
+	t, err := imagecheck.Verify(data, MaxImagePixels)
+	switch {
+	case errors.Is(err, imagecheck.ErrNotAnImage), errors.Is(err, imagecheck.ErrBadImage):
+		return "", blob.Info{}, ErrNotAnImage
+	case errors.Is(err, imagecheck.ErrTooManyPixels):
+		return "", blob.Info{}, ErrImageDimensions
+	case err != nil:
+		return "", blob.Info{}, err
 	}
-	return "", blob.Info{}, ErrNotAnImage
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", blob.Info{}, err
+	}
+	key := ImagePrefix + kind + "/" + hex.EncodeToString(b) + "." + t.Ext
+	info, err := s.objects.Put(ctx, key, bytes.NewReader(data), int64(len(data)), t.ContentType)
+	if err != nil {
+		return "", blob.Info{}, fmt.Errorf("store image: %w", err)
+	}
+	return key, info, nil
 }
+
+// ErrImageDimensions answers images over MaxImagePixels.
+var ErrImageDimensions = failure.Unprocessable("image_dimensions", "images are at most %d pixels", MaxImagePixels)
 
 var imageKeyPattern = regexp.MustCompile(`^(avatar|images)/[0-9a-f]{32}\.(png|jpg|gif|webp)$`)
 

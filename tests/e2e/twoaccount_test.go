@@ -26,6 +26,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
@@ -98,7 +99,7 @@ var checkParam = map[intake.Check]string{
 	intake.ReadAgent: "agent_id", intake.ManageAgent: "agent_id", intake.ReadKB: "kb_id", intake.ManageKB: "kb_id",
 	intake.ReadDataset: "dataset_id", intake.ManageDataset: "dataset_id",
 	intake.ReadSchedule: "schedule_id", intake.ManageSchedule: "schedule_id",
-	intake.OwnMessage: "message_id",
+	intake.OwnMessage: "message_id", intake.OwnProject: "project_id",
 	// admin: tasks are checked against their knowledge base.
 	intake.ReadTask: "task_id", intake.ManageTask: "task_id",
 	// ext: the skill checks.
@@ -203,6 +204,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		"description": "private", "config_json": map[string]any{"context": map[string]any{"system_prompt": "alice's secret prompt"}},
 		"share_config": map[string]any{"version": 2, "read_scope": map[string]any{"access_level": "user", "user_uids": []string{"carol"}}}})["slug"].(string)
 	threadID := alice.OK("POST", "/api/chat/thread", map[string]any{"agent_id": agentID, "title": "alice's thread"})["id"].(string)
+	projectID := alice.OK("POST", "/api/projects", map[string]any{"name": "alice's project"})["id"].(string) // admin3
 	p.LLM.Enqueue(llmtest.Text("alice's answer"))
 	in := alice.Submit(threadID, "alice's question", map[string]any{"agent_slug": agentID})
 	runID, requestID := in["run_id"].(string), in["request_id"].(string)
@@ -341,7 +343,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	identityIDs := map[string]string{"user_id": fmt.Sprint(aliceUserID), "department_id": fmt.Sprint(otherDept), "user_code": cliCode,
 		"thread_id": threadID} // admin: the superadmin's dashboard reads any conversation
 	chatIDs := map[string]string{"thread_id": threadID, "run_id": runID, "request_id": requestID, "api_key_id": keyID, "agent_id": agentID,
-		"path": "uploads/alice-brief.txt", "file_id": aliceFileID, "message_id": messageID}
+		"path": "uploads/alice-brief.txt", "file_id": aliceFileID, "message_id": messageID, "project_id": projectID}
 	kbIDs := map[string]string{"kb_id": kbID, "doc_id": docID, "file_id": docID, "folder_id": folderID, "source_id": sourceID, "object_path": image,
 		"dataset_id": datasetID, "run_id": evalRunID, "schedule_id": scheduleID, "task_id": taskID}
 	chat := func(reader *testkit.Client) fixture {
@@ -362,6 +364,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		intake.OwnRequest: chat(nil),
 		intake.OwnAPIKey:  chat(nil),
 		intake.OwnMessage: chat(nil),
+		intake.OwnProject: chat(nil), // admin3: a project is its creator's alone
 		// evalsuites: a suite is its creator's alone.
 		intake.OwnSuite:       {ids: suiteIDs, status: []int{404}, codeOK: refusalCode, callers: attackers},
 		intake.ReadAgent:      chat(carol),
@@ -882,6 +885,16 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	if r := alice.Do("GET", "/api/skills/personal/alice-skill/file?path=SKILL.md", nil); r.Status != http.StatusNotFound {
 		t.Errorf("deleted personal skill: %d %s", r.Status, r.Body)
+	}
+
+	// admin3: A's project folder survived B's attempts; A's delete removes it.
+	projectScope := sandbox.Scope{UID: "alice"}
+	if _, err := sb.Client.Stat(ctx, projectScope, sandbox.ProjectDir(projectID)); err != nil {
+		t.Errorf("alice's project folder: %v", err)
+	}
+	alice.OK("DELETE", "/api/projects/"+projectID, nil)
+	if _, err := sb.Client.Stat(ctx, projectScope, sandbox.ProjectDir(projectID)); !sandbox.IsCode(err, "not_found") {
+		t.Errorf("deleted project's folder: %v", err)
 	}
 
 	covered, total, missing := cover.summary()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image/color"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
+	"github.com/yuxi-serverless/yuxi/shared/imagecheck/imagechecktest"
 	"github.com/yuxi-serverless/yuxi/shared/oidc"
 	"github.com/yuxi-serverless/yuxi/shared/oidc/oidctest"
 	"github.com/yuxi-serverless/yuxi/shared/usersettings"
@@ -255,6 +257,30 @@ func TestUserSettingsAndImagesOverHTTP(t *testing.T) {
 	}
 	if r := a.upload("/api/user/upload-image", alice, "evil.png", []byte("<svg onload=alert(1)></svg>")); r.status != 415 || r.errorCode() != "unsupported_image" {
 		t.Fatalf("svg named png: %d %s", r.status, r.raw)
+	}
+	// WebP, as the original accepts (a real lossless WebP built here), under
+	// any name; a forged WebP header around other bytes is refused.
+	webp := imagechecktest.SolidWebP(16, 9, color.NRGBA{R: 10, G: 200, B: 90, A: 255})
+	r = a.upload("/api/user/upload-image", alice, "photo.bin", webp)
+	webpURL, _ := r.body["image_url"].(string)
+	if r.status != 200 || !strings.HasSuffix(webpURL, ".webp") {
+		t.Fatalf("upload webp: %d %s", r.status, r.raw)
+	}
+	if res, err := http.Get(a.srv.URL + webpURL); err != nil || res.StatusCode != 200 || res.Header.Get("Content-Type") != "image/webp" {
+		t.Fatalf("serve webp: %v %v", err, res)
+	} else {
+		got, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if !bytes.Equal(got, webp) {
+			t.Fatal("the served WebP differs from the upload")
+		}
+	}
+	forged := append(bytes.Clone(webp[:12]), []byte("VP8L\x10\x00\x00\x00<svg onload=alert(1)>")...)
+	if r := a.upload("/api/user/upload-image", alice, "evil.webp", forged); r.status != 415 || r.errorCode() != "unsupported_image" {
+		t.Fatalf("forged webp: %d %s", r.status, r.raw)
+	}
+	if r := a.upload("/api/auth/upload-avatar", alice, "me.webp", webp); r.status != 200 || !strings.HasSuffix(r.body["avatar_url"].(string), ".webp") {
+		t.Fatalf("webp avatar: %d %s", r.status, r.raw)
 	}
 	big := append(bytes.Clone(png), make([]byte, usersettings.MaxImageBytes)...)
 	if r := a.upload("/api/user/upload-image", alice, "big.png", big); r.status != 413 || r.errorCode() != "image_too_large" {

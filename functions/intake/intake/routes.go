@@ -74,6 +74,8 @@ const (
 	OwnPersonalSkill Check = "personal_skill_owner"
 	// OwnMessage: {message_id} is a message of one of the caller's threads.
 	OwnMessage Check = "message_owner"
+	// OwnProject: {project_id} is one of the caller's projects.
+	OwnProject Check = "project_owner"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -209,6 +211,7 @@ func (s *Server) Routes() []Route {
 		{"GET", "/api/projects", User, NoCheck, s.listProjects},
 		{"POST", "/api/projects", User, NoCheck, s.createProject},
 		{"GET", "/api/projects/history-candidates", User, NoCheck, s.projectHistoryCandidates},
+		{"DELETE", "/api/projects/{project_id}", User, OwnProject, s.deleteProject}, // not in the original: removes the managed folder
 
 		// Runs and the request queue (routes_run.go).
 		{"POST", "/api/agent/runs", User, AgentsInBody, s.submitRun},

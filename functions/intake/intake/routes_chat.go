@@ -171,6 +171,16 @@ func (s *Server) createProject(w http.ResponseWriter, r *http.Request, p auth.Pr
 	return nil
 }
 
+// deleteProject deletes one of the caller's projects and its working
+// folder (its threads stay, outside any project).
+func (s *Server) deleteProject(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	if err := s.d.Threads.DeleteProject(r.Context(), p.UID, r.PathValue("project_id")); err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"success": true})
+	return nil
+}
+
 func (s *Server) projectHistoryCandidates(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
 	limit, err := intQuery(r, "limit", 20)
 	if err != nil {

@@ -15,9 +15,11 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/auth"
+	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/userfiles"
 )
@@ -59,6 +61,9 @@ func New(d Deps) *Server {
 	fc := userfiles.Config{Threads: d.Threads, Blob: d.Blob, Parser: d.Parser}
 	if d.Sandbox != nil {
 		fc.Sandbox = d.Sandbox
+		if d.Threads != nil { // projects own a folder on the provisioner's volume
+			s.d.Threads = d.Threads.WithProjectFolders(sandbox.ProjectFolders{Client: d.Sandbox})
+		}
 	}
 	s.files = userfiles.New(fc)
 	if d.KBs != nil {
@@ -73,10 +78,24 @@ func New(d Deps) *Server {
 			s.graphBuild = &b
 		}
 		if d.Tasks != nil {
-			s.tasks = d.Tasks.With(d.KBs)
+			s.tasks = d.Tasks.With(d.KBs).WithOwners(taskOwners(s.d.Evaluation, s.graphBuild))
 		}
 	}
 	return s
+}
+
+// taskOwners are the task centre's owners that are wired (a nil pointer
+// must not become a non-nil interface).
+func taskOwners(ev *evaluation.Service, gb *graph.Builder) (task.Evaluations, task.GraphBuilds) {
+	var e task.Evaluations
+	var g task.GraphBuilds
+	if ev != nil {
+		e = ev
+	}
+	if gb != nil {
+		g = gb
+	}
+	return e, g
 }
 
 func (s *Server) health(w http.ResponseWriter, r *http.Request, _ auth.Principal) error {
