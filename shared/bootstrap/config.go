@@ -123,9 +123,18 @@ type Config struct {
 	BlobSecretKey    string // YUXI_S3_SECRET_KEY (or AWS_SECRET_ACCESS_KEY)
 	DefaultEmbedding string // YUXI_DEFAULT_EMBEDDING_MODEL (default builtin:hash-ngram-256)
 	VectorEngine     string // YUXI_VECTOR_ENGINE: postgres (default)
-	OCREngine        string // YUXI_OCR_ENGINE (mineru_ocr, pp_structure_v3_ocr, …); empty: no OCR
-	OCRBaseURL       string // YUXI_OCR_BASE_URL
-	OCRToken         string // YUXI_OCR_TOKEN
+	// GraphEngine (YUXI_GRAPH_ENGINE) stores knowledge graphs: postgres
+	// (default, embedded) or neo4j, reached at NEO4J_URI with NEO4J_USERNAME,
+	// NEO4J_PASSWORD (the original's names) and NEO4J_DATABASE (default: the
+	// server's).
+	GraphEngine   string
+	Neo4jURI      string
+	Neo4jUsername string
+	Neo4jPassword string
+	Neo4jDatabase string
+	OCREngine     string // YUXI_OCR_ENGINE (mineru_ocr, pp_structure_v3_ocr, …); empty: no OCR
+	OCRBaseURL    string // YUXI_OCR_BASE_URL
+	OCRToken      string // YUXI_OCR_TOKEN
 	// Buckets bound to knowledge bases are read with these (S3 API; GCS through its S3 interoperability endpoint).
 	SourceS3Endpoint   string // YUXI_SOURCE_S3_ENDPOINT (default s3.amazonaws.com)
 	SourceS3Region     string // YUXI_SOURCE_S3_REGION
@@ -234,6 +243,11 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 		BlobSecretKey:         or(getenv("YUXI_S3_SECRET_KEY"), getenv("AWS_SECRET_ACCESS_KEY")),
 		DefaultEmbedding:      or(getenv("YUXI_DEFAULT_EMBEDDING_MODEL"), "builtin:hash-ngram-256"),
 		VectorEngine:          or(getenv("YUXI_VECTOR_ENGINE"), "postgres"),
+		GraphEngine:           or(getenv("YUXI_GRAPH_ENGINE"), "postgres"),
+		Neo4jURI:              getenv("NEO4J_URI"),
+		Neo4jUsername:         or(getenv("NEO4J_USERNAME"), "neo4j"),
+		Neo4jPassword:         getenv("NEO4J_PASSWORD"),
+		Neo4jDatabase:         getenv("NEO4J_DATABASE"),
 		OCREngine:             getenv("YUXI_OCR_ENGINE"),
 		OCRBaseURL:            getenv("YUXI_OCR_BASE_URL"),
 		OCRToken:              getenv("YUXI_OCR_TOKEN"),
@@ -411,6 +425,12 @@ func (c Config) validate() error {
 				return fmt.Errorf("YUXI_ENCRYPTION_KEY must differ from YUXI_JWT_SECRET and YUXI_API_KEY_SECRET")
 			}
 		}
+	}
+	switch {
+	case c.GraphEngine != "postgres" && c.GraphEngine != "neo4j":
+		return fmt.Errorf("YUXI_GRAPH_ENGINE=%q: supported engines: postgres, neo4j", c.GraphEngine)
+	case c.GraphEngine == "neo4j" && c.Neo4jURI == "":
+		return fmt.Errorf("YUXI_GRAPH_ENGINE=neo4j needs NEO4J_URI (bolt://host:7687 or neo4j://host:7687)")
 	}
 	if c.VectorEngine != "postgres" {
 		return fmt.Errorf("YUXI_VECTOR_ENGINE=%q: supported engines: postgres", c.VectorEngine)

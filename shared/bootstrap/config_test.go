@@ -148,6 +148,8 @@ func TestLoadRejectsBadConfiguration(t *testing.T) {
 		{"redis URL without scheme", map[string]string{"REDIS_URL": "127.0.0.1:6379"}, "REDIS_URL", "redis://"},
 		{"redis URL with other scheme", map[string]string{"REDIS_URL": "http://127.0.0.1:6379"}, "REDIS_URL", ""},
 		{"database URL unparsable", map[string]string{"DATABASE_URL": "postgres://u@[::1/db"}, "DATABASE_URL", ""},
+		{"unknown graph engine", map[string]string{"YUXI_GRAPH_ENGINE": "arangodb"}, "YUXI_GRAPH_ENGINE", "postgres, neo4j"},
+		{"neo4j without its URI", map[string]string{"YUXI_GRAPH_ENGINE": "neo4j", "NEO4J_PASSWORD": secretA}, "NEO4J_URI", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,6 +179,7 @@ func TestLoadAcceptsGoodEdges(t *testing.T) {
 		"rediss URL":               {"REDIS_URL": "rediss://cache:6380/0"},
 		"body limit of 1024":       {"YUXI_MAX_BODY_BYTES": "1024"},
 		"short but legal lease":    {"YUXI_STEP_LEASE": "3ms"},
+		"neo4j graph engine":       {"YUXI_GRAPH_ENGINE": "neo4j", "NEO4J_URI": "bolt://graph:7687", "NEO4J_PASSWORD": "pw"},
 	} {
 		if _, err := bootstrap.Load(env(e), nil, "8080"); err != nil {
 			t.Errorf("%s: %v", name, err)

@@ -4,9 +4,11 @@
 // labels, stats).
 //
 // Storage is an Engine. The embedded engine is PostgreSQL (Postgres, tables
-// of migration 0060_graph.sql, owned by this package); a Neo4j engine can
-// implement the same interface and run the same contract suite
-// (shared/graph/graphtest).
+// of migration 0060_graph.sql, owned by this package); the Neo4j engine
+// (shared/graph/neo4j) implements the same interface and runs the same
+// contract suite (shared/graph/graphtest). ExpandBFS is the expansion both
+// use; ExternalCleaner removes deleted files' graph from an engine outside
+// PostgreSQL.
 //
 // Ids are derived from content, never from positions or sequences:
 // EntityID(name, label) and RelationID(source, type, target). Writing the
@@ -32,7 +34,8 @@
 // as kb.GraphCleaner).
 //
 // Imported by: functions/intake, functions/kb-graph,
-// shared/bootstrap/knowledge, shared/graph/graphtest and tests. May import:
+// shared/bootstrap/knowledge, shared/graph/graphtest, shared/graph/neo4j
+// and tests. May import:
 // events, shared/access, shared/failure, shared/kb, shared/llm,
 // shared/outbox, shared/postgres, pgx and the standard library.
 package graph

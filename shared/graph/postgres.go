@@ -3,7 +3,6 @@ package graph
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -217,94 +216,19 @@ func (p *Postgres) DeleteKB(ctx context.Context, kbID string) error {
 // the frontier, by the source and target indexes), then one for the
 // entities.
 func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
-	lim = lim.norm()
 	var sg Subgraph
-	if len(seeds) == 0 {
-		return sg, nil
-	}
-	order := []string{}
-	in := map[string]bool{}
-	for _, s := range uniq(seeds) {
-		if len(order) >= lim.MaxNodes {
-			sg.Truncated = true
-			break
-		}
-		in[s] = true
-		order = append(order, s)
-	}
-	// Only existing seeds count; load them first so unknown ids fall out.
-	ents, err := p.entities(ctx, kbID, order)
-	if err != nil {
-		return sg, err
-	}
-	order = order[:0]
-	in = map[string]bool{}
-	for _, e := range ents {
-		in[e.ID] = true
-		order = append(order, e.ID)
-	}
-	rels := map[string]Relation{}
-	frontier := append([]string(nil), order...)
-	for hop := 0; hop < depth && len(frontier) > 0 && !sg.Truncated; hop++ {
+	err := ExpandBFS(&sg, seeds, depth, lim, func(ids []string) ([]Entity, error) {
+		return p.entities(ctx, kbID, ids)
+	}, func(frontier []string) ([]Relation, error) {
 		rows, err := p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
 			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
 			ORDER BY relation_id`, kbID, frontier)
 		if err != nil {
-			return sg, fmt.Errorf("expand: %w", err)
+			return nil, fmt.Errorf("expand: %w", err)
 		}
-		found, err := pgx.CollectRows(rows, scanRelation)
-		if err != nil {
-			return sg, err
-		}
-		var next []string
-		for _, r := range found {
-			for _, end := range []string{r.Source, r.Target} {
-				if in[end] {
-					continue
-				}
-				if len(order) >= lim.MaxNodes {
-					sg.Truncated = true
-					continue
-				}
-				in[end] = true
-				order = append(order, end)
-				next = append(next, end)
-			}
-			if in[r.Source] && in[r.Target] {
-				rels[r.ID] = r
-			}
-		}
-		frontier = next
-	}
-	if len(order) > len(ents) {
-		more, err := p.entities(ctx, kbID, order[len(ents):])
-		if err != nil {
-			return sg, err
-		}
-		ents = append(ents, more...)
-	}
-	byID := make(map[string]Entity, len(ents))
-	for _, e := range ents {
-		byID[e.ID] = e
-	}
-	for _, id := range order {
-		if e, ok := byID[id]; ok {
-			sg.Entities = append(sg.Entities, e)
-		}
-	}
-	ids := make([]string, 0, len(rels))
-	for id := range rels {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if len(sg.Relations) >= lim.MaxEdges {
-			sg.Truncated = true
-			break
-		}
-		sg.Relations = append(sg.Relations, rels[id])
-	}
-	return sg, nil
+		return pgx.CollectRows(rows, scanRelation)
+	})
+	return sg, err
 }
 
 func scanRelation(row pgx.CollectableRow) (Relation, error) {

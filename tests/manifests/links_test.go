@@ -36,20 +36,24 @@ var heavyPackages = []struct{ name, path string }{
 // (minio) through shared/skill, whose run-time gate it uses (it reads only the
 // skills index; a split of the gate from the file store would drop it).
 //
+// The Neo4j driver goes with the knowledge engines (shared/bootstrap/knowledge
+// opens the graph engine YUXI_GRAPH_ENGINE names: retrieval's graph ranker,
+// deletions' graph cleanup, the graph build); it connects only when chosen.
+//
 // Every function writes outbox rows and so relays them: each links the
 // EventBridge/SQS and Pub/Sub publishers (shared/cloudbus), chosen at start
 // by YUXI_RELAY. The clients are built only when chosen; a binary that never
 // uses them pays their size and their packages' initialisation (measured by
 // the cold-start bench).
 var functionLinks = map[string][]string{
-	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
-	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub"},
-	"kb-index":    {"kb", "minio", "aws-sdk", "pubsub"},
-	"kb-graph":    {"kb", "minio", "aws-sdk", "pubsub"},
-	"dispatcher":  {"kb", "minio", "aws-sdk", "pubsub"},
-	"tool-invoke": {"docparse", "pdf", "html-to-markdown", "kb", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
+	"intake":      {"docparse", "pdf", "html-to-markdown", "kb", "neo4j", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
+	"doc-parse":   {"docparse", "pdf", "html-to-markdown", "kb", "neo4j", "minio", "aws-sdk", "pubsub"},
+	"kb-index":    {"kb", "neo4j", "minio", "aws-sdk", "pubsub"},
+	"kb-graph":    {"kb", "neo4j", "minio", "aws-sdk", "pubsub"},
+	"dispatcher":  {"kb", "neo4j", "minio", "aws-sdk", "pubsub"},
+	"tool-invoke": {"docparse", "pdf", "html-to-markdown", "kb", "neo4j", "minio", "aws-sdk", "pubsub", "mcp-sdk"},
 	"agent-step":  {"minio", "aws-sdk", "pubsub", "mcp-sdk"},
-	"evaluate":    {"kb", "minio", "aws-sdk", "pubsub"},
+	"evaluate":    {"kb", "neo4j", "minio", "aws-sdk", "pubsub"},
 }
 
 func TestFunctionsLinkOnlyWhatTheyUse(t *testing.T) {

@@ -76,6 +76,7 @@ var thirdParty = map[string][]string{
 	"golang.org/x/text encodings":         {"golang.org/x/text/encoding"},
 	"the milvus go client":                {"github.com/milvus-io/milvus/client/v2"},
 	"its proto types":                     {"github.com/milvus-io/milvus-proto/"},
+	"the neo4j go driver":                 {"github.com/neo4j/neo4j-go-driver/v5/"},
 	"the aws sdk":                         {"github.com/aws/aws-sdk-go-v2/"},
 	"the google cloud pub/sub client":     {"cloud.google.com/go/pubsub/"},
 	"the mcp go sdk":                      {"github.com/modelcontextprotocol/go-sdk/"},

@@ -32,6 +32,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/evaluation"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
+	"github.com/yuxi-serverless/yuxi/shared/graph/neo4j"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
@@ -51,8 +52,9 @@ type Engines struct {
 	Models    *Models
 	Retriever *kb.Retriever
 	Buckets   *Buckets
-	// Graph is the knowledge graph's embedded PostgreSQL engine.
-	Graph *graph.Postgres
+	// Graph is the knowledge graph's engine: the embedded PostgreSQL one,
+	// or Neo4j with YUXI_GRAPH_ENGINE=neo4j.
+	Graph graph.Engine
 	// Outputs saves into a run's sandbox outputs (download_kb_file); set it
 	// before Tools when a provisioner is configured.
 	Outputs kbtool.Outputs
@@ -75,16 +77,41 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 		return nil, fmt.Errorf("YUXI_BLOB_URI: %w", err)
 	}
 	m := &Models{providers: core.Models, http: &http.Client{Timeout: 2 * time.Minute}}
-	e := &Engines{Blob: store, Models: m, Buckets: &Buckets{cfg: cfg}, Graph: graph.NewPostgres(core.Pool), core: core}
+	e := &Engines{Blob: store, Models: m, Buckets: &Buckets{cfg: cfg}, core: core}
 	e.Keyword = keyword.New(core.Pool, keyword.NewAnalyzer("auto"), keyword.Params{})
 	pgVectors := vector.NewPostgres(core.Pool, vector.PostgresOptions{})
 	e.Vectors = pgVectors
 	core.OnClose(pgVectors.Close) // its background index builds
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
-	e.KBs.CleanGraphWith(e.Graph) // a deletion removes its graph in its transaction
+	if err := e.openGraph(); err != nil {
+		return nil, err
+	}
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
 	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
 	return e, nil
+}
+
+// openGraph opens the configured graph engine and makes deletions remove
+// their graph: in their transaction with the embedded engine, before their
+// commit with Neo4j (graph.ExternalCleaner).
+func (e *Engines) openGraph() error {
+	cfg := e.core.Config
+	if cfg.GraphEngine != "neo4j" {
+		pg := graph.NewPostgres(e.core.Pool)
+		e.Graph = pg
+		e.KBs.CleanGraphWith(pg)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	n, err := neo4j.Open(ctx, neo4j.Config{URI: cfg.Neo4jURI, Username: cfg.Neo4jUsername, Password: cfg.Neo4jPassword, Database: cfg.Neo4jDatabase})
+	if err != nil {
+		return fmt.Errorf("YUXI_GRAPH_ENGINE=neo4j: %w", err)
+	}
+	e.core.OnClose(func() { _ = n.Close(context.Background()) })
+	e.Graph = n
+	e.KBs.CleanGraphWith(graph.ExternalCleaner{Engine: n})
+	return nil
 }
 
 // GraphBuilder returns the knowledge graph's builder (the kb-graph
