@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 
@@ -239,8 +240,8 @@ func (p *Postgres) DeleteKB(ctx context.Context, kbID string) error {
 }
 
 // Expand implements Engine: one indexed query per hop (relations touching
-// the frontier, by the source and target indexes), then one for the
-// entities.
+// the frontier, by the source and target indexes; pruned, one per
+// prunedFrontier nodes until the node cap), then one for the entities.
 func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
 	lim = lim.norm()
 	var sg Subgraph
@@ -271,32 +272,39 @@ func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, dept
 	rels := map[string]Relation{}
 	frontier := append([]string(nil), order...)
 	for hop := 0; hop < depth && len(frontier) > 0 && !sg.Truncated; hop++ {
-		rows, err := p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
-			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
-			ORDER BY relation_id`, kbID, frontier)
-		if err != nil {
-			return sg, fmt.Errorf("expand: %w", err)
-		}
-		found, err := pgx.CollectRows(rows, scanRelation)
-		if err != nil {
-			return sg, err
+		parts := [][]string{frontier}
+		if lim.PerNode > 0 {
+			parts = nil
+			for len(frontier) > 0 {
+				n := min(len(frontier), prunedFrontier)
+				parts, frontier = append(parts, frontier[:n]), frontier[n:]
+			}
 		}
 		var next []string
-		for _, r := range found {
-			for _, end := range []string{r.Source, r.Target} {
-				if in[end] {
-					continue
-				}
-				if len(order) >= lim.MaxNodes {
-					sg.Truncated = true
-					continue
-				}
-				in[end] = true
-				order = append(order, end)
-				next = append(next, end)
+		for _, part := range parts {
+			if sg.Truncated {
+				break
 			}
-			if in[r.Source] && in[r.Target] {
-				rels[r.ID] = r
+			found, err := p.hop(ctx, kbID, part, lim.PerNode)
+			if err != nil {
+				return sg, fmt.Errorf("expand: %w", err)
+			}
+			for _, r := range found {
+				for _, end := range []string{r.Source, r.Target} {
+					if in[end] {
+						continue
+					}
+					if len(order) >= lim.MaxNodes {
+						sg.Truncated = true
+						continue
+					}
+					in[end] = true
+					order = append(order, end)
+					next = append(next, end)
+				}
+				if in[r.Source] && in[r.Target] {
+					rels[r.ID] = r
+				}
 			}
 		}
 		frontier = next
@@ -330,6 +338,38 @@ func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, dept
 		sg.Relations = append(sg.Relations, rels[id])
 	}
 	return sg, nil
+}
+
+// prunedFrontier is how many frontier nodes a pruned expansion (PerNode)
+// expands per query; it stops querying once the node cap is reached.
+const prunedFrontier = 128
+
+// hop returns the relations touching the frontier: all of them in relation
+// id order, or with perNode > 0 each node's first perNode relations in each
+// direction (by relation id, on the source and target indexes), in frontier
+// order.
+func (p *Postgres) hop(ctx context.Context, kbID string, frontier []string, perNode int) ([]Relation, error) {
+	var rows pgx.Rows
+	var err error
+	if perNode <= 0 {
+		rows, err = p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
+			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+			ORDER BY relation_id`, kbID, frontier)
+	} else {
+		rows, err = p.pool.Query(ctx, `SELECT r.relation_id, r.source_id, r.target_id, r.type, r.description
+			FROM unnest($2::text[]) WITH ORDINALITY AS f(id, n)
+			CROSS JOIN LATERAL (
+				(SELECT 0 AS dir, relation_id, source_id, target_id, type, description FROM graph_relations
+				 WHERE kb_id = $1 AND source_id = f.id ORDER BY relation_id LIMIT $3)
+				UNION ALL
+				(SELECT 1, relation_id, source_id, target_id, type, description FROM graph_relations
+				 WHERE kb_id = $1 AND target_id = f.id ORDER BY relation_id LIMIT $3)) r
+			ORDER BY f.n, r.dir, r.relation_id`, kbID, frontier, perNode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRelation)
 }
 
 func scanRelation(row pgx.CollectableRow) (Relation, error) {
@@ -417,6 +457,29 @@ func (p *Postgres) pairs(ctx context.Context, sql string, args ...any) (map[stri
 func (p *Postgres) Mentions(ctx context.Context, kbID string, entityIDs []string) (map[string][]string, error) {
 	return p.pairs(ctx, `SELECT entity_id, chunk_id FROM graph_entity_mentions WHERE kb_id = $1 AND entity_id = ANY($2)
 		ORDER BY entity_id, chunk_id`, kbID, entityIDs)
+}
+
+// RankMentioned is RankChunks over the mentions of entityIDs (scores[i] is
+// entityIDs[i]'s), computed in the database: one aggregate over the
+// (kb_id, entity_id, chunk_id) index returns only the limit best chunks,
+// ties by chunk id in byte order as RankChunks.
+func (p *Postgres) RankMentioned(ctx context.Context, kbID string, entityIDs []string, scores []float64, limit int) ([]ScoredChunk, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	rows, err := p.pool.Query(ctx, `SELECT m.chunk_id, sum(s.score) AS score
+		FROM unnest($2::text[], $3::float8[]) AS s(id, score)
+		JOIN graph_entity_mentions m ON m.kb_id = $1 AND m.entity_id = s.id
+		WHERE s.score > 0
+		GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id COLLATE "C" LIMIT $4`, kbID, entityIDs, scores, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ScoredChunk, error) {
+		var c ScoredChunk
+		err := row.Scan(&c.ChunkID, &c.Score)
+		return c, err
+	})
 }
 
 // ChunkEntities implements Engine.

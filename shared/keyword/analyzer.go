@@ -123,7 +123,7 @@ func wordEnd(s string, i int) int {
 }
 
 func appendWord(terms []string, w string, stems *stemCache) []string {
-	if strings.ContainsAny(w, "'\u2019") {
+	if hasApostrophe(w) {
 		w = strings.ReplaceAll(w, "\u2019", "'")
 		w = strings.TrimSuffix(w, "'s") // English possessive
 		w = strings.ReplaceAll(w, "'", "")
@@ -140,6 +140,18 @@ func appendWord(terms []string, w string, stems *stemCache) []string {
 		}
 	}
 	return append(terms, w)
+}
+
+// hasApostrophe reports whether w holds ' or ’ (U+2019, whose UTF-8 form
+// starts with 0xE2): a byte loop, as strings.ContainsAny is slow for
+// this per-word test.
+func hasApostrophe(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c == '\'' || c == 0xE2 && strings.HasPrefix(w[i:], "\u2019") {
+			return true
+		}
+	}
+	return false
 }
 
 // appendCJK appends every character and every pair of adjacent characters of

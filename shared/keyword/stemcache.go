@@ -33,6 +33,9 @@ func newStemCache() *stemCache { return &stemCache{seed: maphash.MakeSeed()} }
 // stem returns english.Stem(w, true). w may be a substring of a large text:
 // the cache keeps a copy, never w itself.
 func (c *stemCache) stem(w string) string {
+	if len(w) <= 2 {
+		return w // the stemmer leaves words this short as they are
+	}
 	sh := &c.shards[maphash.String(c.seed, w)%stemShards]
 	sh.mu.RLock()
 	s, ok := sh.m[w]

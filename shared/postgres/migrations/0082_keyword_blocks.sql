@@ -24,6 +24,9 @@ CREATE TABLE keyword_blocks (
 -- Document numbers compress poorly and are read whole: store large arrays
 -- out of line without spending CPU on compression.
 ALTER TABLE keyword_blocks ALTER COLUMN docs SET STORAGE EXTERNAL, ALTER COLUMN tfs SET STORAGE EXTERNAL;
+-- The same for the documents' term vectors (a few kB each): pglz spent more
+-- CPU in a chunk commit than it saved.
+ALTER TABLE keyword_docs ALTER COLUMN terms SET STORAGE EXTERNAL;
 
 INSERT INTO keyword_blocks (index_no, term, first_doc, docs, tfs)
 SELECT index_no, term, min(doc_no), array_agg(doc_no ORDER BY doc_no), array_agg(tf ORDER BY doc_no)
