@@ -13,7 +13,8 @@ import (
 // Retrieval is graph retrieval over an Engine (kb.GraphRanker): the
 // entities the query names (its word n-grams matched against entity names)
 // and the entities the top chunk hits mention are the seeds; their
-// depth-hop subgraph is ranked by PersonalizedPageRank; chunks are ranked by
+// depth-hop subgraph (pruned: each node lends at most expandPerNode
+// relations a direction) is ranked by PersonalizedPageRank; chunks are ranked by
 // the PageRank mass of the entities they mention (HippoRAG's passage
 // ranking). Seed weights follow the original: an entity the query names
 // 1.0, an entity of a top chunk hit 0.3.
