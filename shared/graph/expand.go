@@ -2,11 +2,17 @@ package graph
 
 import "sort"
 
+// prunedFrontier is how many frontier nodes a pruned expansion
+// (Limits.PerNode) passes to one hop call; it stops calling once the node
+// cap is reached.
+const prunedFrontier = 128
+
 // ExpandBFS is Engine.Expand's breadth-first walk, shared by the engines so
 // that limits cut the same nodes and edges whatever stores the graph:
 // entities(ids) loads the given entities (unknown ids left out, any order),
 // hop(frontier) returns the relations touching the frontier in either
-// direction, ordered by id. sg receives the seeds first, then each hop's new
+// direction, ordered by id (with Limits.PerNode, at most that many per node
+// and direction, where the engine can prune). sg receives the seeds first, then each hop's new
 // entities in the order hop found them, and the relations among them.
 func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities func(ids []string) ([]Entity, error), hop func(frontier []string) ([]Relation, error)) error {
 	lim = lim.norm()
@@ -36,26 +42,39 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 	rels := map[string]Relation{}
 	frontier := append([]string(nil), order...)
 	for h := 0; h < depth && len(frontier) > 0 && !sg.Truncated; h++ {
-		found, err := hop(frontier)
-		if err != nil {
-			return err
+		parts := [][]string{frontier}
+		if lim.PerNode > 0 { // pruned: expand in frontier order until the node cap
+			parts = nil
+			for len(frontier) > 0 {
+				n := min(len(frontier), prunedFrontier)
+				parts, frontier = append(parts, frontier[:n]), frontier[n:]
+			}
 		}
 		var next []string
-		for _, r := range found {
-			for _, end := range []string{r.Source, r.Target} {
-				if in[end] {
-					continue
-				}
-				if len(order) >= lim.MaxNodes {
-					sg.Truncated = true
-					continue
-				}
-				in[end] = true
-				order = append(order, end)
-				next = append(next, end)
+		for _, part := range parts {
+			if sg.Truncated {
+				break
 			}
-			if in[r.Source] && in[r.Target] {
-				rels[r.ID] = r
+			found, err := hop(part)
+			if err != nil {
+				return err
+			}
+			for _, r := range found {
+				for _, end := range []string{r.Source, r.Target} {
+					if in[end] {
+						continue
+					}
+					if len(order) >= lim.MaxNodes {
+						sg.Truncated = true
+						continue
+					}
+					in[end] = true
+					order = append(order, end)
+					next = append(next, end)
+				}
+				if in[r.Source] && in[r.Target] {
+					rels[r.ID] = r
+				}
 			}
 		}
 		frontier = next

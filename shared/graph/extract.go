@@ -149,13 +149,18 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	// Workers ask the model (at most concurrency at a time); one writer
 	// commits what they found, batching whatever is ready when it is free
 	// (group commit: a slow write gathers a bigger batch, an idle writer
-	// commits each chunk at once). The channel is unbuffered, so a crash
-	// loses at most the extractions in flight and the batch being written.
+	// commits each chunk at once). Workers go on extracting while a batch is
+	// being written, into a buffer of one batch: with fast extraction
+	// (small models, cached replies) commits then carry up to maxWriteBatch
+	// chunks instead of the few in flight. A crash loses at most the
+	// extractions in flight, the buffer and the batch being written — never
+	// progress already marked done (see commit), so a resumed run redoes
+	// only those.
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
 		sem   = make(chan struct{}, concurrency)
-		found = make(chan ChunkGraph)
+		found = make(chan ChunkGraph, maxWriteBatch)
 		fatal error
 	)
 	wdone := make(chan struct{})
@@ -232,35 +237,60 @@ func (x *Extractor) ExtractFile(ctx context.Context, kbID, fileID string, chunks
 	return res, nil
 }
 
-// maxWriteBatch bounds the chunks one commit writes.
-const maxWriteBatch = 256
+// maxWriteBatch bounds the chunks one commit writes (and the extractions
+// waiting for the writer). A commit costs a few round trips whatever its
+// size, so fast extraction needs large batches to approach a bulk COPY.
+const maxWriteBatch = 1024
 
 // commit writes a batch of chunk graphs and marks the chunks done, and
 // returns how many it marked. The mark is made under the knowledge base's
 // graph lock and only while the extractor configuration still has version
 // (0: not checked): a reset or a change of rules since the extraction
 // started (which bumps the version under the same lock, see Builder.reset)
-// makes the batch stale, and its graph is removed again instead — without
-// this, an extraction racing a reset would leave the old rules' graph behind,
-// marked done, and it would never be extracted again.
+// makes the batch stale, and its graph is not kept (the embedded engine does
+// not write it; another engine's write is removed again) — without this, an
+// extraction racing a reset would leave the old rules' graph behind, marked
+// done, and it would never be extracted again. With the embedded engine the
+// graph and the marks commit together, so a crash never leaves a chunk's
+// graph without its mark or the reverse.
 func (x *Extractor) commit(ctx context.Context, kbID, fileID string, batch []ChunkGraph, version int64) (int, error) {
-	if err := x.engine.WriteChunks(ctx, kbID, batch); err != nil {
-		return 0, err
-	}
 	ids := make([]string, len(batch))
 	for i, g := range batch {
 		ids[i] = g.ChunkID
+	}
+	mark := func(tx pgx.Tx) (int64, error) {
+		tag, err := tx.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status)
+			SELECT $1, id, $3, 'done' FROM unnest($2::text[]) AS id
+			WHERE $4 = 0 OR EXISTS (SELECT 1 FROM graph_extractor_configs WHERE kb_id = $1 AND version = $4)
+			ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'done', error = '', updated_at = now()`, kbID, ids, fileID, version)
+		return tag.RowsAffected(), err
+	}
+	// The embedded engine writes the graph and the marks in one transaction
+	// (one commit per batch, and a stale batch is never written).
+	if w, ok := x.engine.(txWriter); ok {
+		var marked int64
+		err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
+			if err := lockKB(ctx, tx, kbID); err != nil {
+				return err
+			}
+			var err error
+			if marked, err = mark(tx); err != nil || marked == 0 {
+				return err
+			}
+			return w.WriteChunksTx(ctx, tx, kbID, batch)
+		})
+		return int(marked), err
+	}
+	if err := x.engine.WriteChunks(ctx, kbID, batch); err != nil {
+		return 0, err
 	}
 	var marked int64
 	err := pgx.BeginFunc(ctx, x.pool, func(tx pgx.Tx) error {
 		if err := lockKB(ctx, tx, kbID); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `INSERT INTO graph_chunk_extractions (kb_id, chunk_id, file_id, status)
-			SELECT $1, id, $3, 'done' FROM unnest($2::text[]) AS id
-			WHERE $4 = 0 OR EXISTS (SELECT 1 FROM graph_extractor_configs WHERE kb_id = $1 AND version = $4)
-			ON CONFLICT (kb_id, chunk_id) DO UPDATE SET status = 'done', error = '', updated_at = now()`, kbID, ids, fileID, version)
-		marked = tag.RowsAffected()
+		var err error
+		marked, err = mark(tx)
 		return err
 	})
 	if err != nil {
@@ -270,6 +300,12 @@ func (x *Extractor) commit(ctx context.Context, kbID, fileID string, batch []Chu
 		return 0, x.engine.RemoveChunks(ctx, kbID, ids)
 	}
 	return int(marked), nil
+}
+
+// txWriter is an engine that writes in the extractor's own database
+// transaction (the embedded engine, Postgres).
+type txWriter interface {
+	WriteChunksTx(ctx context.Context, tx pgx.Tx, kbID string, chunks []ChunkGraph) error
 }
 
 // tryChunk extracts one chunk, trying again after a failure (a model

@@ -86,10 +86,17 @@ type Subgraph struct {
 }
 
 // Limits bound an expansion; zero fields take the defaults (1000 nodes,
-// 5000 edges).
+// 5000 edges, no per-node cap).
 type Limits struct {
 	MaxNodes int
 	MaxEdges int
+	// PerNode, when set, prunes the expansion for retrieval: each node
+	// contributes at most PerNode relations in each direction (the lowest
+	// relation ids: deterministic), and frontier nodes are expanded in order
+	// only until MaxNodes is reached, so a hub costs PerNode rows instead of
+	// its whole neighbourhood. Zero: the exact expansion the graph routes
+	// show. An engine that cannot prune may ignore it.
+	PerNode int
 }
 
 func (l Limits) norm() Limits {

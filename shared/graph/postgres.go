@@ -3,6 +3,7 @@ package graph
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -37,15 +38,35 @@ func (p *Postgres) WriteChunks(ctx context.Context, kbID string, chunks []ChunkG
 	if len(chunks) == 0 {
 		return nil
 	}
+	return postgres.Tx(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := lockKB(ctx, tx, kbID); err != nil {
+			return err
+		}
+		return p.WriteChunksTx(ctx, tx, kbID, chunks)
+	})
+}
+
+// WriteChunksTx is WriteChunks in the caller's transaction, which must hold
+// the knowledge base's graph lock (lockKB). Entities and relations are
+// upserted (one statement each over arrays); mentions, which the same
+// transaction has just deleted for these chunks, are copied in with COPY.
+func (p *Postgres) WriteChunksTx(ctx context.Context, tx pgx.Tx, kbID string, chunks []ChunkGraph) error {
 	var (
 		chunkIDs                         []string
 		eIDs, eNames, eLabels, eDescs    []string
 		rIDs, rSrc, rDst, rTypes, rDescs []string
-		emChunk, emEntity, emFile        []string
-		rmChunk, rmRel, rmFile           []string
+		ems, rms                         [][]any
 	)
+	// A chunk listed twice: its last graph wins, as two calls would leave it.
+	last := make(map[string]int, len(chunks))
+	for i, c := range chunks {
+		last[c.ChunkID] = i
+	}
 	seenE, seenR := map[string]bool{}, map[string]bool{}
-	for _, c := range chunks {
+	for i, c := range chunks {
+		if last[c.ChunkID] != i {
+			continue
+		}
 		chunkIDs = append(chunkIDs, c.ChunkID)
 		mine := map[string]bool{}
 		for _, e := range c.Entities {
@@ -53,7 +74,7 @@ func (p *Postgres) WriteChunks(ctx context.Context, kbID string, chunks []ChunkG
 				continue
 			}
 			mine[e.ID] = true
-			emChunk, emEntity, emFile = append(emChunk, c.ChunkID), append(emEntity, e.ID), append(emFile, c.FileID)
+			ems = append(ems, []any{kbID, c.ChunkID, e.ID, c.FileID})
 			if !seenE[e.ID] {
 				seenE[e.ID] = true
 				eIDs, eNames, eLabels, eDescs = append(eIDs, e.ID), append(eNames, e.Name), append(eLabels, e.Label), append(eDescs, e.Description)
@@ -68,43 +89,48 @@ func (p *Postgres) WriteChunks(ctx context.Context, kbID string, chunks []ChunkG
 				continue
 			}
 			mineR[r.ID] = true
-			rmChunk, rmRel, rmFile = append(rmChunk, c.ChunkID), append(rmRel, r.ID), append(rmFile, c.FileID)
+			rms = append(rms, []any{kbID, c.ChunkID, r.ID, c.FileID})
 			if !seenR[r.ID] {
 				seenR[r.ID] = true
 				rIDs, rSrc, rDst, rTypes, rDescs = append(rIDs, r.ID), append(rSrc, r.Source), append(rDst, r.Target), append(rTypes, r.Type), append(rDescs, r.Description)
 			}
 		}
 	}
-	return postgres.Tx(ctx, p.pool, func(tx pgx.Tx) error {
-		if err := lockKB(ctx, tx, kbID); err != nil {
-			return err
-		}
-		ents, rels, err := dropMentions(ctx, tx, kbID, `chunk_id = ANY($2)`, chunkIDs)
-		if err != nil {
-			return err
-		}
-		b := &pgx.Batch{}
+	ents, rels, err := dropMentions(ctx, tx, kbID, `chunk_id = ANY($2)`, chunkIDs)
+	if err != nil {
+		return err
+	}
+	b := &pgx.Batch{}
+	if len(eIDs) > 0 {
 		b.Queue(`INSERT INTO graph_entities (kb_id, entity_id, name, label, description)
 			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[])
 			ON CONFLICT (kb_id, entity_id) DO UPDATE SET description = EXCLUDED.description
 			WHERE graph_entities.description = '' AND EXCLUDED.description <> ''`,
 			kbID, eIDs, eNames, eLabels, eDescs)
+	}
+	if len(rIDs) > 0 {
 		b.Queue(`INSERT INTO graph_relations (kb_id, relation_id, source_id, target_id, type, description)
 			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::text[])
 			ON CONFLICT (kb_id, relation_id) DO UPDATE SET description = EXCLUDED.description
 			WHERE graph_relations.description = '' AND EXCLUDED.description <> ''`,
 			kbID, rIDs, rSrc, rDst, rTypes, rDescs)
-		b.Queue(`INSERT INTO graph_entity_mentions (kb_id, chunk_id, entity_id, file_id)
-			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
-			kbID, emChunk, emEntity, emFile)
-		b.Queue(`INSERT INTO graph_relation_mentions (kb_id, chunk_id, relation_id, file_id)
-			SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[]) ON CONFLICT DO NOTHING`,
-			kbID, rmChunk, rmRel, rmFile)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return fmt.Errorf("write graph chunks: %w", err)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write graph chunks: %w", err)
+	}
+	for _, m := range []struct {
+		table, col string
+		rows       [][]any
+	}{{"graph_entity_mentions", "entity_id", ems}, {"graph_relation_mentions", "relation_id", rms}} {
+		if len(m.rows) == 0 {
+			continue
 		}
-		return collect(ctx, tx, kbID, ents, rels)
-	})
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{m.table}, []string{"kb_id", "chunk_id", m.col, "file_id"},
+			pgx.CopyFromRows(m.rows)); err != nil {
+			return fmt.Errorf("write graph chunks: %s: %w", m.table, err)
+		}
+	}
+	return collect(ctx, tx, kbID, ents, rels)
 }
 
 // dropMentions deletes the mentions matching where ($1 = kb id, $2 = arg)
@@ -213,22 +239,48 @@ func (p *Postgres) DeleteKB(ctx context.Context, kbID string) error {
 }
 
 // Expand implements Engine: one indexed query per hop (relations touching
-// the frontier, by the source and target indexes), then one for the
-// entities.
+// the frontier, by the source and target indexes; pruned, one per
+// prunedFrontier nodes until the node cap), then one for the entities.
 func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
 	var sg Subgraph
 	err := ExpandBFS(&sg, seeds, depth, lim, func(ids []string) ([]Entity, error) {
 		return p.entities(ctx, kbID, ids)
 	}, func(frontier []string) ([]Relation, error) {
-		rows, err := p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
-			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
-			ORDER BY relation_id`, kbID, frontier)
+		rels, err := p.hop(ctx, kbID, frontier, lim.PerNode)
 		if err != nil {
 			return nil, fmt.Errorf("expand: %w", err)
 		}
-		return pgx.CollectRows(rows, scanRelation)
+		return rels, nil
 	})
 	return sg, err
+}
+
+// hop returns the relations touching the frontier: all of them in relation
+// id order, or with perNode > 0 each node's first perNode relations in each
+// direction (by relation id, on the source and target indexes), in frontier
+// order.
+func (p *Postgres) hop(ctx context.Context, kbID string, frontier []string, perNode int) ([]Relation, error) {
+	var rows pgx.Rows
+	var err error
+	if perNode <= 0 {
+		rows, err = p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
+			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+			ORDER BY relation_id`, kbID, frontier)
+	} else {
+		rows, err = p.pool.Query(ctx, `SELECT r.relation_id, r.source_id, r.target_id, r.type, r.description
+			FROM unnest($2::text[]) WITH ORDINALITY AS f(id, n)
+			CROSS JOIN LATERAL (
+				(SELECT 0 AS dir, relation_id, source_id, target_id, type, description FROM graph_relations
+				 WHERE kb_id = $1 AND source_id = f.id ORDER BY relation_id LIMIT $3)
+				UNION ALL
+				(SELECT 1, relation_id, source_id, target_id, type, description FROM graph_relations
+				 WHERE kb_id = $1 AND target_id = f.id ORDER BY relation_id LIMIT $3)) r
+			ORDER BY f.n, r.dir, r.relation_id`, kbID, frontier, perNode)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRelation)
 }
 
 func scanRelation(row pgx.CollectableRow) (Relation, error) {
@@ -316,6 +368,29 @@ func (p *Postgres) pairs(ctx context.Context, sql string, args ...any) (map[stri
 func (p *Postgres) Mentions(ctx context.Context, kbID string, entityIDs []string) (map[string][]string, error) {
 	return p.pairs(ctx, `SELECT entity_id, chunk_id FROM graph_entity_mentions WHERE kb_id = $1 AND entity_id = ANY($2)
 		ORDER BY entity_id, chunk_id`, kbID, entityIDs)
+}
+
+// RankMentioned is RankChunks over the mentions of entityIDs (scores[i] is
+// entityIDs[i]'s), computed in the database: one aggregate over the
+// (kb_id, entity_id, chunk_id) index returns only the limit best chunks,
+// ties by chunk id in byte order as RankChunks.
+func (p *Postgres) RankMentioned(ctx context.Context, kbID string, entityIDs []string, scores []float64, limit int) ([]ScoredChunk, error) {
+	if limit <= 0 {
+		limit = math.MaxInt32
+	}
+	rows, err := p.pool.Query(ctx, `SELECT m.chunk_id, sum(s.score) AS score
+		FROM unnest($2::text[], $3::float8[]) AS s(id, score)
+		JOIN graph_entity_mentions m ON m.kb_id = $1 AND m.entity_id = s.id
+		WHERE s.score > 0
+		GROUP BY m.chunk_id ORDER BY score DESC, m.chunk_id COLLATE "C" LIMIT $4`, kbID, entityIDs, scores, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (ScoredChunk, error) {
+		var c ScoredChunk
+		err := row.Scan(&c.ChunkID, &c.Score)
+		return c, err
+	})
 }
 
 // ChunkEntities implements Engine.

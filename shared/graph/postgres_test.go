@@ -2,6 +2,9 @@ package graph_test
 
 import (
 	"context"
+	"fmt"
+	"math"
+	"slices"
 	"testing"
 
 	"github.com/yuxi-serverless/yuxi/shared/graph"
@@ -55,4 +58,88 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// A pruned expansion (Limits.PerNode) takes a hub's first relations by id
+// and stops at the node cap; RankMentioned ranks as RankChunks over
+// Mentions.
+func TestPostgresPrunedExpansionAndRankMentioned(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := graph.NewPostgres(pool)
+	// A hub with 30 leaves (one chunk each), and each leaf with a tail.
+	var chunks []graph.ChunkGraph
+	for i := range 30 {
+		leaf, tail := fmt.Sprintf("leaf%02d", i), fmt.Sprintf("tail%02d", i)
+		chunks = append(chunks, graphtest.Chunk(fmt.Sprintf("c%02d", i), "f", nil, [3]string{"hub", "r", leaf}, [3]string{leaf, "r", tail}))
+	}
+	if err := e.WriteChunks(ctx, "kb", chunks); err != nil {
+		t.Fatal(err)
+	}
+	hub := graph.EntityID("hub", "Person")
+	full, err := e.Expand(ctx, "kb", []string{hub}, 2, graph.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(full.Entities) != 61 || len(full.Relations) != 60 || full.Truncated {
+		t.Fatalf("exact expansion: %d entities, %d relations, truncated %v", len(full.Entities), len(full.Relations), full.Truncated)
+	}
+	pruned, err := e.Expand(ctx, "kb", []string{hub}, 2, graph.Limits{PerNode: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The hub lends its 4 lowest relation ids (it is their source); each of
+	// those 4 leaves its relations (to the hub, to its tail).
+	var hubRels []string
+	for _, r := range full.Relations {
+		if r.Source == hub {
+			hubRels = append(hubRels, r.ID)
+		}
+	}
+	slices.Sort(hubRels)
+	got := map[string]bool{}
+	for _, r := range pruned.Relations {
+		got[r.ID] = true
+	}
+	for _, id := range hubRels[:4] {
+		if !got[id] {
+			t.Fatalf("pruned expansion lacks the hub's relation %s among its first four: %v", id, got)
+		}
+	}
+	if len(pruned.Entities) != 9 || len(pruned.Relations) != 8 {
+		t.Fatalf("pruned expansion: %d entities, %d relations, want 9 and 8", len(pruned.Entities), len(pruned.Relations))
+	}
+	capped, err := e.Expand(ctx, "kb", []string{hub}, 2, graph.Limits{PerNode: 4, MaxNodes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(capped.Entities) != 3 || !capped.Truncated {
+		t.Fatalf("pruned expansion over the node cap: %d entities, truncated %v", len(capped.Entities), capped.Truncated)
+	}
+
+	scores := graph.PersonalizedPageRank(full, map[string]float64{hub: 1}, graph.PPROptions{})
+	var ents []string
+	var w []float64
+	for _, en := range full.Entities {
+		ents = append(ents, en.ID)
+		w = append(w, scores[en.ID])
+	}
+	mentions, err := e.Mentions(ctx, "kb", ents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := graph.RankChunks(scores, mentions, 10)
+	ranked, err := e.RankMentioned(ctx, "kb", ents, w, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ranked) != len(want) {
+		t.Fatalf("RankMentioned = %v, RankChunks = %v", ranked, want)
+	}
+	for i := range want {
+		if ranked[i].ChunkID != want[i].ChunkID || math.Abs(ranked[i].Score-want[i].Score) > 1e-12 {
+			t.Fatalf("RankMentioned = %v, RankChunks = %v", ranked, want)
+		}
+	}
 }

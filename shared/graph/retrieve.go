@@ -13,7 +13,8 @@ import (
 // Retrieval is graph retrieval over an Engine (kb.GraphRanker): the
 // entities the query names (its word n-grams matched against entity names)
 // and the entities the top chunk hits mention are the seeds; their
-// depth-hop subgraph is ranked by PersonalizedPageRank; chunks are ranked by
+// depth-hop subgraph (pruned: each node lends at most expandPerNode
+// relations a direction) is ranked by PersonalizedPageRank; chunks are ranked by
 // the PageRank mass of the entities they mention (HippoRAG's passage
 // ranking). Seed weights follow the original: an entity the query names
 // 1.0, an entity of a top chunk hit 0.3.
@@ -34,7 +35,18 @@ const (
 	// mentionEntities is how many of the highest-ranked entities (at least)
 	// lend their PageRank mass to chunks.
 	mentionEntities = 100
+	// expandPerNode prunes the subgraph (Limits.PerNode): a hub lends the
+	// walk its first relations, not its whole neighbourhood, which bounds a
+	// query's cost on large graphs whatever the seeds.
+	expandPerNode = 8
 )
+
+// mentionRanker is an engine that ranks chunks by their entities' scores
+// itself (RankChunks over Mentions, without sending every mention back):
+// the embedded engine, in one aggregate query.
+type mentionRanker interface {
+	RankMentioned(ctx context.Context, kbID string, entityIDs []string, scores []float64, limit int) ([]ScoredChunk, error)
+}
 
 // RankChunks implements kb.GraphRanker.
 func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
@@ -73,7 +85,7 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	}
 	sort.Strings(rest)
 	ids = append(ids, rest...)
-	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes})
+	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes, PerNode: expandPerNode})
 	if err != nil {
 		return nil, err
 	}
@@ -92,11 +104,22 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	if limit := max(4*opt.TopK, mentionEntities); len(ents) > limit {
 		ents = ents[:limit]
 	}
-	mentions, err := g.engine.Mentions(ctx, kbID, ents)
-	if err != nil {
-		return nil, fmt.Errorf("mentions: %w", err)
+	var ranked []ScoredChunk
+	if mr, ok := g.engine.(mentionRanker); ok {
+		w := make([]float64, len(ents))
+		for i, id := range ents {
+			w[i] = scores[id]
+		}
+		if ranked, err = mr.RankMentioned(ctx, kbID, ents, w, opt.TopK); err != nil {
+			return nil, fmt.Errorf("rank mentions: %w", err)
+		}
+	} else {
+		mentions, err := g.engine.Mentions(ctx, kbID, ents)
+		if err != nil {
+			return nil, fmt.Errorf("mentions: %w", err)
+		}
+		ranked = RankChunks(scores, mentions, opt.TopK)
 	}
-	ranked := RankChunks(scores, mentions, opt.TopK)
 	out := make([]kb.GraphHit, len(ranked))
 	for i, c := range ranked {
 		out[i] = kb.GraphHit{ChunkID: c.ChunkID, Score: c.Score}

@@ -4,8 +4,6 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
-
-	"github.com/kljensen/snowball/english"
 )
 
 // Analyzer turns text into index terms. The same analyzer must be used for
@@ -48,23 +46,24 @@ func NewAnalyzer(lang string) Analyzer {
 	case "simple":
 		return simpleAnalyzer{}
 	default:
-		return autoAnalyzer{}
+		return autoAnalyzer{stems: newStemCache()}
 	}
 }
 
 // autoAnalyzer is the default analyzer (see NewAnalyzer).
-type autoAnalyzer struct{}
+type autoAnalyzer struct{ stems *stemCache }
 
-func (autoAnalyzer) Terms(text string) []string { return analyze(text, true) }
+func (a autoAnalyzer) Terms(text string) []string { return analyze(text, a.stems) }
 
 // simpleAnalyzer folds and splits but keeps every word as written.
 type simpleAnalyzer struct{}
 
-func (simpleAnalyzer) Terms(text string) []string { return analyze(text, false) }
+func (simpleAnalyzer) Terms(text string) []string { return analyze(text, nil) }
 
 // analyze folds text, splits it into Latin-like words and CJK runs, and
-// returns the terms in text order.
-func analyze(text string, en bool) []string {
+// returns the terms in text order. With stems (the English rules) it drops
+// stop words and stems; without, it keeps every word.
+func analyze(text string, stems *stemCache) []string {
 	folded := fold(text)
 	terms := make([]string, 0, len(folded)/6+4)
 	i := 0
@@ -84,7 +83,7 @@ func analyze(text string, en bool) []string {
 			i = j
 		case isWordRune(r):
 			j := wordEnd(folded, i)
-			terms = appendWord(terms, folded[i:j], en)
+			terms = appendWord(terms, folded[i:j], stems)
 			i = j
 		default:
 			i += size
@@ -123,8 +122,8 @@ func wordEnd(s string, i int) int {
 	return i
 }
 
-func appendWord(terms []string, w string, en bool) []string {
-	if strings.ContainsAny(w, "'\u2019") {
+func appendWord(terms []string, w string, stems *stemCache) []string {
+	if hasApostrophe(w) {
 		w = strings.ReplaceAll(w, "\u2019", "'")
 		w = strings.TrimSuffix(w, "'s") // English possessive
 		w = strings.ReplaceAll(w, "'", "")
@@ -132,15 +131,27 @@ func appendWord(terms []string, w string, en bool) []string {
 	if w == "" || len(w) > maxTermBytes {
 		return terms
 	}
-	if en {
+	if stems != nil {
 		if isStopWord(w) {
 			return terms
 		}
 		if stemmable(w) {
-			w = english.Stem(w, true)
+			w = stems.stem(w)
 		}
 	}
 	return append(terms, w)
+}
+
+// hasApostrophe reports whether w holds ' or ’ (U+2019, whose UTF-8 form
+// starts with 0xE2): a byte loop, as strings.ContainsAny is slow for
+// this per-word test.
+func hasApostrophe(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if c := w[i]; c == '\'' || c == 0xE2 && strings.HasPrefix(w[i:], "\u2019") {
+			return true
+		}
+	}
+	return false
 }
 
 // appendCJK appends every character and every pair of adjacent characters of

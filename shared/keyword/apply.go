@@ -1,7 +1,6 @@
 package keyword
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,18 +36,20 @@ func (ix *Index) Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []
 		return nil
 	}
 	// Analyse before taking the lock: it is the CPU-heavy part.
-	docs := make([]preparedDoc, 0, len(add))
-	pos := make(map[string]int, len(add))
 	for _, d := range add {
 		if d.ID == "" {
 			return fmt.Errorf("keyword: index %s: document with an empty id", indexID)
 		}
-		pd := prepareDoc(ix.an, d)
-		if i, ok := pos[d.ID]; ok {
+	}
+	prepared := prepareDocs(ix.an, add)
+	docs := make([]preparedDoc, 0, len(add))
+	pos := make(map[string]int, len(add))
+	for _, pd := range prepared {
+		if i, ok := pos[pd.id]; ok {
 			docs[i] = pd
 			continue
 		}
-		pos[d.ID] = len(docs)
+		pos[pd.id] = len(docs)
 		docs = append(docs, pd)
 	}
 	gone := make([]string, 0, len(remove)+len(docs))
@@ -135,9 +136,12 @@ func ignoreNoRows(err error) error {
 	return err
 }
 
-// removeDocs deletes the documents with the given ids, their postings (found
-// through their term vectors, by primary key), and records tombstones at
-// version for the caches of other processes.
+// removeDocs deletes the documents with the given ids and their postings,
+// and records tombstones at version for the caches of other processes. The
+// documents' term vectors say which blocks hold their postings: for each
+// term, the blocks between the one holding its smallest removed document
+// number and its largest are read (index range scans), rewritten without the
+// removed documents, and deleted when nothing is left in them.
 func removeDocs(ctx context.Context, tx pgx.Tx, indexNo int32, version int64, ids []string) (n, length, postings int64, err error) {
 	if len(ids) == 0 {
 		return 0, 0, 0, nil
@@ -147,8 +151,9 @@ func removeDocs(ctx context.Context, tx pgx.Tx, indexNo int32, version int64, id
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	b := &pgx.Batch{}
 	var nos []int32
+	gone := map[int32]bool{}
+	span := map[string][2]int32{} // term → smallest and largest removed document number
 	for rows.Next() {
 		var no, l int32
 		var vec []byte
@@ -156,17 +161,21 @@ func removeDocs(ctx context.Context, tx pgx.Tx, indexNo int32, version int64, id
 			rows.Close()
 			return 0, 0, 0, err
 		}
-		var terms []string
-		if err := decodeVector(vec, func(t []byte, _ int) { terms = append(terms, string(t)) }); err != nil {
+		err := decodeVector(vec, func(t []byte, _ int) {
+			postings++
+			if r, ok := span[string(t)]; ok {
+				span[string(t)] = [2]int32{min(r[0], no), max(r[1], no)}
+				return
+			}
+			span[string(t)] = [2]int32{no, no}
+		})
+		if err != nil {
 			rows.Close()
 			return 0, 0, 0, fmt.Errorf("document %d: %w", no, err)
 		}
 		nos = append(nos, no)
+		gone[no] = true
 		length += int64(l)
-		postings += int64(len(terms))
-		// One statement per document: term = ANY(...) with a fixed doc_no is
-		// a primary-key lookup per term whatever the table's size.
-		b.Queue(`DELETE FROM keyword_postings WHERE index_no = $1 AND term = ANY($2) AND doc_no = $3`, indexNo, terms, no)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, 0, 0, err
@@ -174,14 +183,79 @@ func removeDocs(ctx context.Context, tx pgx.Tx, indexNo int32, version int64, id
 	if len(nos) == 0 {
 		return 0, 0, 0, nil
 	}
-	b.Queue(`INSERT INTO keyword_deleted (index_no, version, doc_no) SELECT $1, $2, unnest($3::int[])`, indexNo, version, nos)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	if err := removePostings(ctx, tx, indexNo, span, gone); err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO keyword_deleted (index_no, version, doc_no) SELECT $1, $2, unnest($3::int[])`,
+		indexNo, version, nos); err != nil {
 		return 0, 0, 0, err
 	}
 	return int64(len(nos)), length, postings, nil
 }
 
-// insertDocs copies the documents and their postings in, numbering the
+// removePostings drops the documents gone from the blocks of the terms in
+// span (term → smallest and largest removed document number).
+func removePostings(ctx context.Context, tx pgx.Tx, indexNo int32, span map[string][2]int32, gone map[int32]bool) error {
+	terms := make([]string, 0, len(span))
+	for t := range span {
+		terms = append(terms, t)
+	}
+	slices.Sort(terms) // index order
+	lo, hi := make([]int32, len(terms)), make([]int32, len(terms))
+	for i, t := range terms {
+		lo[i], hi[i] = span[t][0], span[t][1]
+	}
+	// Blocks of a term never overlap: the one holding lo starts at the
+	// greatest first_doc <= lo.
+	rows, err := tx.Query(ctx, `SELECT b.term, b.first_doc, b.docs, b.tfs
+		FROM unnest($2::text[], $3::int[], $4::int[]) AS r(term, lo, hi)
+		JOIN keyword_blocks b ON b.index_no = $1 AND b.term = r.term AND b.first_doc <= r.hi
+		 AND b.first_doc >= coalesce((SELECT max(x.first_doc) FROM keyword_blocks x
+		     WHERE x.index_no = $1 AND x.term = r.term AND x.first_doc <= r.lo), r.lo)`,
+		indexNo, terms, lo, hi)
+	if err != nil {
+		return err
+	}
+	var delTerms []string
+	var delFirst []int32
+	var keep []block
+	for rows.Next() {
+		var b block
+		if err := rows.Scan(&b.term, &b.first, &b.docs, &b.tfs); err != nil {
+			rows.Close()
+			return err
+		}
+		j := 0
+		for i, d := range b.docs {
+			if !gone[d] {
+				b.docs[j], b.tfs[j] = d, b.tfs[i]
+				j++
+			}
+		}
+		if j == len(b.docs) {
+			continue // another batch's block between lo and hi
+		}
+		delTerms, delFirst = append(delTerms, b.term), append(delFirst, b.first)
+		if j > 0 {
+			b.docs, b.tfs = b.docs[:j], b.tfs[:j]
+			b.first = b.docs[0]
+			keep = append(keep, b)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if len(delTerms) == 0 {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM keyword_blocks b USING unnest($2::text[], $3::int[]) AS r(term, first_doc)
+		WHERE b.index_no = $1 AND b.term = r.term AND b.first_doc = r.first_doc`, indexNo, delTerms, delFirst); err != nil {
+		return err
+	}
+	return copyBlocks(ctx, tx, indexNo, keep)
+}
+
+// insertDocs copies the documents and their postings (as blocks) in, numbering the
 // documents from first. Numbers are never reused, so a cache catches up by
 // loading the documents numbered from its own next_doc_no.
 func insertDocs(ctx context.Context, tx pgx.Tx, indexNo, first int32, docs []preparedDoc) error {
@@ -194,54 +268,48 @@ func insertDocs(ctx context.Context, tx pgx.Tx, indexNo, first int32, docs []pre
 	if err != nil {
 		return err
 	}
-	// Postings go in term order: consecutive rows then land on the same
-	// primary-key pages, which keeps large indexes fast to write.
-	var n int
-	for _, d := range docs {
-		n += len(d.terms)
-	}
-	rows := make([]posting, 0, n)
+	// One block per distinct term of the batch: its documents' numbers
+	// ascend because documents are numbered in order.
+	at := make(map[string]int)
+	var blocks []block
 	for i, d := range docs {
+		no := first + int32(i)
 		for _, t := range d.terms {
-			rows = append(rows, posting{term: t.term, docNo: first + int32(i), tf: int32(t.tf)})
+			j, ok := at[t.term]
+			if !ok {
+				j = len(blocks)
+				at[t.term] = j
+				blocks = append(blocks, block{term: t.term, first: no})
+			}
+			blocks[j].docs = append(blocks[j].docs, no)
+			blocks[j].tfs = append(blocks[j].tfs, int32(t.tf))
 		}
 	}
-	slices.SortFunc(rows, func(a, b posting) int {
-		if c := strings.Compare(a.term, b.term); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.docNo, b.docNo)
-	})
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"keyword_postings"},
-		[]string{"index_no", "term", "doc_no", "tf"}, &postingSource{indexNo: indexNo, rows: rows, i: -1})
+	// In term order: consecutive rows then land on the same primary-key
+	// pages, which keeps large indexes fast to write.
+	slices.SortFunc(blocks, func(a, b block) int { return strings.Compare(a.term, b.term) })
+	return copyBlocks(ctx, tx, indexNo, blocks)
+}
+
+// block is a row of keyword_blocks: a term's postings in a range of
+// documents, docs ascending, tfs the matching term frequencies.
+type block struct {
+	term      string
+	first     int32
+	docs, tfs []int32
+}
+
+func copyBlocks(ctx context.Context, tx pgx.Tx, indexNo int32, blocks []block) error {
+	if len(blocks) == 0 {
+		return nil
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"keyword_blocks"}, []string{"index_no", "term", "first_doc", "docs", "tfs"},
+		pgx.CopyFromSlice(len(blocks), func(i int) ([]any, error) {
+			b := blocks[i]
+			return []any{indexNo, b.term, b.first, b.docs, b.tfs}, nil
+		}))
 	return err
 }
-
-type posting struct {
-	term      string
-	docNo, tf int32
-}
-
-// postingSource streams postings to COPY.
-type postingSource struct {
-	indexNo int32
-	rows    []posting
-	i       int
-	row     [4]any
-}
-
-func (s *postingSource) Next() bool {
-	s.i++
-	return s.i < len(s.rows)
-}
-
-func (s *postingSource) Values() ([]any, error) {
-	p := s.rows[s.i]
-	s.row = [4]any{s.indexNo, p.term, p.docNo, p.tf}
-	return s.row[:], nil
-}
-
-func (s *postingSource) Err() error { return nil }
 
 // DropIndex deletes the index indexID and everything in it, in the caller's
 // transaction. Dropping a missing index is not an error. Caches notice the
@@ -256,7 +324,7 @@ func (ix *Index) DropIndex(ctx context.Context, tx pgx.Tx, indexID string) error
 		return fmt.Errorf("lock keyword index %s: %w", indexID, err)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`DELETE FROM keyword_postings WHERE index_no = $1`, indexNo)
+	b.Queue(`DELETE FROM keyword_blocks WHERE index_no = $1`, indexNo)
 	b.Queue(`DELETE FROM keyword_deleted WHERE index_no = $1`, indexNo)
 	b.Queue(`DELETE FROM keyword_docs WHERE index_no = $1`, indexNo)
 	b.Queue(`DELETE FROM keyword_indexes WHERE index_no = $1`, indexNo)

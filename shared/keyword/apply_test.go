@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -154,7 +155,7 @@ func TestDropIndexRemovesEverything(t *testing.T) {
 		t.Fatalf("dropped index still answers: %v", got)
 	}
 	var rows int
-	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM keyword_docs) + (SELECT count(*) FROM keyword_postings)
+	err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM keyword_docs) + (SELECT count(*) FROM keyword_blocks)
 		+ (SELECT count(*) FROM keyword_deleted) + (SELECT count(*) FROM keyword_indexes)`).Scan(&rows)
 	if err != nil {
 		t.Fatal(err)
@@ -206,5 +207,88 @@ func TestConcurrentFirstAppliesCreateOneIndex(t *testing.T) {
 	}
 	if second-first > 8 {
 		t.Fatalf("index numbers %d then %d: Applies spend the sequence", first, second)
+	}
+}
+
+// Postings are stored as one block per (term, Apply). A batch analysed in
+// parallel and stored as blocks answers exactly as the same documents added
+// one at a time; removing documents rewrites their blocks without them and
+// deletes the blocks left empty, so a removed file leaves no postings.
+func TestPostingBlocksMatchOneByOneAndEmptyOnRemoval(t *testing.T) {
+	t.Parallel()
+	pool, ix, _ := newIndex(t, keyword.Params{})
+	sqlOnly := keyword.New(pool, keyword.NewAnalyzer("auto"), keyword.Params{CacheBytes: 1})
+	words := strings.Fields("river bank money flow water loan interest rate stream current account deposit 北京 上海")
+	var docs []keyword.Doc
+	for i := range 300 { // enough for several analysis workers
+		var w []string
+		for j := range 1 + i%7 {
+			w = append(w, words[(i*(j+3)+j*j)%len(words)])
+		}
+		docs = append(docs, keyword.Doc{ID: fmt.Sprintf("d%03d", i), Text: strings.Join(w, " ")})
+	}
+	apply(t, pool, ix, "batch", nil, docs...)
+	for _, d := range docs {
+		apply(t, pool, ix, "single", nil, d)
+	}
+	checkConsistent(t, pool, "batch")
+	checkConsistent(t, pool, "single")
+	blocks := func(indexID string) (n int) {
+		t.Helper()
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM keyword_blocks b
+			JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1`, indexID).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	distinct := map[string]bool{}
+	for _, term := range ix.Analyzer().Terms(strings.Join(words, " ")) {
+		distinct[term] = true
+	}
+	if b := blocks("batch"); b != len(distinct) {
+		t.Fatalf("one batch of %d distinct terms stored %d blocks", len(distinct), b)
+	}
+	same := func(what string) {
+		t.Helper()
+		for _, q := range []string{"river bank", "money", "loan interest rate", "北京", "stream deposit account"} {
+			want := search(t, ix, "single", q, 400)
+			for name, got := range map[string][]keyword.Hit{"batch": search(t, ix, "batch", q, 400), "batch in sql": search(t, sqlOnly, "batch", q, 400)} {
+				if !sameHits(got, want) {
+					t.Fatalf("%s, query %q: %s = %v, one by one = %v", what, q, name, got, want)
+				}
+			}
+		}
+	}
+	same("added")
+
+	// Remove every third document (blocks are rewritten), then the rest.
+	var some, rest []string
+	for i, d := range docs {
+		if i%3 == 0 {
+			some = append(some, d.ID)
+		} else {
+			rest = append(rest, d.ID)
+		}
+	}
+	for _, id := range []string{"batch", "single"} {
+		apply(t, pool, ix, id, some)
+		checkConsistent(t, pool, id)
+	}
+	same("some removed")
+	var badFirst int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM keyword_blocks WHERE first_doc <> docs[1]
+		OR EXISTS (SELECT 1 FROM unnest(docs) WITH ORDINALITY AS x(d, o) WHERE o > 1 AND d <= docs[o - 1])`).Scan(&badFirst); err != nil {
+		t.Fatal(err)
+	}
+	if badFirst != 0 {
+		t.Fatalf("%d blocks whose document numbers are not ascending from first_doc", badFirst)
+	}
+	apply(t, pool, ix, "batch", rest)
+	if s := checkConsistent(t, pool, "batch"); s.NDocs != 0 || s.NPostings != 0 {
+		t.Fatalf("after removing everything: %+v", s)
+	}
+	if b := blocks("batch"); b != 0 {
+		t.Fatalf("%d blocks left after removing every document", b)
 	}
 }

@@ -75,9 +75,9 @@ func checkConsistent(t *testing.T, pool *pgxpool.Pool, indexID string) stats {
 	err := pool.QueryRow(context.Background(), `
 		SELECT (SELECT count(*) FROM keyword_docs d JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1),
 		       (SELECT coalesce(sum(length), 0) FROM keyword_docs d JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1),
-		       (SELECT count(*) FROM keyword_postings p JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1),
-		       (SELECT count(*) FROM keyword_postings p JOIN keyword_indexes i USING (index_no)
-		         WHERE i.index_id = $1 AND NOT EXISTS (SELECT 1 FROM keyword_docs d WHERE d.index_no = p.index_no AND d.doc_no = p.doc_no))`,
+		       (SELECT coalesce(sum(cardinality(p.docs)), 0) FROM keyword_blocks p JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1),
+		       (SELECT count(*) FROM keyword_blocks p JOIN keyword_indexes i USING (index_no) CROSS JOIN LATERAL unnest(p.docs) AS x(doc_no)
+		         WHERE i.index_id = $1 AND NOT EXISTS (SELECT 1 FROM keyword_docs d WHERE d.index_no = p.index_no AND d.doc_no = x.doc_no))`,
 		indexID).Scan(&docs, &total, &postings, &orphan)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
 // Package keyword is the embedded keyword (BM25) index of knowledge bases:
-// an inverted index stored in PostgreSQL (migration 0003_keyword.sql) and
+// an inverted index stored in PostgreSQL (migrations 0003_keyword.sql and
+// 0082_keyword_blocks.sql: postings as one block per term and batch) and
 // searched in process from a per-process cache of it.
 //
 // Writes go through Apply inside the caller's transaction, so a knowledge

@@ -255,9 +255,10 @@ func (ix *Index) searchSQL(ctx context.Context, indexID string, q []termTF, k in
 	for i, t := range q {
 		terms[i] = t.term
 	}
-	rows, err := tx.Query(ctx, `SELECT p.term, p.tf, d.doc_id, d.length
-		FROM keyword_postings p JOIN keyword_docs d ON d.index_no = p.index_no AND d.doc_no = p.doc_no
-		WHERE p.index_no = $1 AND p.term = ANY($2)`, st.indexNo, terms)
+	rows, err := tx.Query(ctx, `SELECT b.term, p.tf, d.doc_id, d.length
+		FROM keyword_blocks b CROSS JOIN LATERAL unnest(b.docs, b.tfs) AS p(doc_no, tf)
+		JOIN keyword_docs d ON d.index_no = b.index_no AND d.doc_no = p.doc_no
+		WHERE b.index_no = $1 AND b.term = ANY($2)`, st.indexNo, terms)
 	if err != nil {
 		return nil, fmt.Errorf("search keyword index %s: %w", indexID, err)
 	}

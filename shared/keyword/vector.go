@@ -3,13 +3,16 @@ package keyword
 import (
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 )
 
 // A term vector is a document's distinct terms with their frequencies. It is
 // stored with the document (keyword_docs.terms) so that removing a document
-// deletes exactly its postings by primary key, and so that a cache loads an
+// rewrites exactly the posting blocks of its terms, and so that a cache loads an
 // index with one row per document instead of one row per posting.
 //
 // Encoding (bytea), terms in ascending byte order:
@@ -32,6 +35,41 @@ type preparedDoc struct {
 	terms  []termTF
 	vector []byte
 }
+
+// prepareDocs prepares docs, in order, spreading large batches over the
+// available processors (analysis is the CPU-heavy part of indexing).
+func prepareDocs(an Analyzer, docs []Doc) []preparedDoc {
+	out := make([]preparedDoc, len(docs))
+	workers := min(runtime.GOMAXPROCS(0), len(docs)/prepareBatch)
+	if workers <= 1 {
+		for i, d := range docs {
+			out[i] = prepareDoc(an, d)
+		}
+		return out
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				from := int(next.Add(prepareBatch)) - prepareBatch
+				if from >= len(docs) {
+					return
+				}
+				for i := from; i < min(from+prepareBatch, len(docs)); i++ {
+					out[i] = prepareDoc(an, docs[i])
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// prepareBatch is how many documents a worker of prepareDocs takes at once.
+const prepareBatch = 32
 
 func prepareDoc(an Analyzer, d Doc) preparedDoc {
 	terms := an.Terms(d.Text)

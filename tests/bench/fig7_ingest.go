@@ -42,6 +42,8 @@ const (
 
 	copyRounds = 3   // each: the commit without and with the keyword index, and psql \copy, in rotating order
 	copyTarget = 0.8 // rows/s ≥ 0.8× psql \copy
+	// with the keyword index (analysis, term vectors, postings) ≥ 0.5× psql \copy
+	copyKeywordTarget = 0.5
 
 	e2eDocs       = 600 // files uploaded: Markdown, text and HTML in turn, then e2ePDFs PDFs
 	e2ePDFs       = 6
@@ -306,8 +308,10 @@ func figCommit(ctx context.Context, e *env, r *benchkit.Report, ds *retrievaleva
 	theirs := rows / floor.Seconds()
 	r.Line("chunk_commit_rows_per_s", fmt.Sprintf("%.0f/s", ours), fmt.Sprintf("%s psql \\copy %.0f/s", benchkit.X(ours/theirs), theirs),
 		fmt.Sprintf("≥ %.1f× psql \\copy", copyTarget), ours/theirs >= copyTarget)
-	r.Line("chunk_commit_with_keyword_rows_per_s", fmt.Sprintf("%.0f/s", full), fmt.Sprintf("%s psql \\copy", benchkit.X(full/theirs)), "", false)
-	r.Detail("the commit with the keyword index also writes every chunk's term vector and one BM25 posting per (term, chunk)")
+	r.Line("chunk_commit_with_keyword_rows_per_s", fmt.Sprintf("%.0f/s", full), fmt.Sprintf("%s psql \\copy", benchkit.X(full/theirs)),
+		fmt.Sprintf("≥ %.1f× psql \\copy", copyKeywordTarget), full/theirs >= copyKeywordTarget)
+	r.Detail("the commit with the keyword index also analyses every chunk and writes its term vector and the BM25 postings " +
+		"(one block per distinct term of the file)")
 	return nil
 }
 

@@ -222,9 +222,9 @@ func KBIndexProblems(t testing.TB, pool *pgxpool.Pool, kbID string) []string {
 		{"keyword total_len mismatch", `SELECT count(*) FROM keyword_indexes i WHERE i.index_id = $1
 			AND i.total_len <> (SELECT coalesce(sum(length), 0) FROM keyword_docs d WHERE d.index_no = i.index_no)`},
 		{"keyword n_postings mismatch", `SELECT count(*) FROM keyword_indexes i WHERE i.index_id = $1
-			AND i.n_postings <> (SELECT count(*) FROM keyword_postings p WHERE p.index_no = i.index_no)`},
-		{"postings without their document", `SELECT count(*) FROM keyword_postings p JOIN keyword_indexes i ON i.index_no = p.index_no
-			WHERE i.index_id = $1 AND NOT EXISTS (SELECT 1 FROM keyword_docs d WHERE d.index_no = p.index_no AND d.doc_no = p.doc_no)`},
+			AND i.n_postings <> (SELECT coalesce(sum(cardinality(p.docs)), 0) FROM keyword_blocks p WHERE p.index_no = i.index_no)`},
+		{"postings without their document", `SELECT count(*) FROM keyword_blocks p JOIN keyword_indexes i ON i.index_no = p.index_no CROSS JOIN LATERAL unnest(p.docs) AS x(doc_no)
+			WHERE i.index_id = $1 AND NOT EXISTS (SELECT 1 FROM keyword_docs d WHERE d.index_no = p.index_no AND d.doc_no = x.doc_no)`},
 		{"keyword documents without their chunk", `SELECT count(*) FROM keyword_docs d JOIN keyword_indexes i ON i.index_no = d.index_no
 			WHERE i.index_id = $1 AND NOT EXISTS (SELECT 1 FROM knowledge_chunks c WHERE c.chunk_id = d.doc_id)`},
 		{"vectors without their chunk", `SELECT count(*) FROM vector_items v WHERE v.collection = $1
