@@ -188,6 +188,8 @@ type step struct {
 	claim run.Claim
 	r     run.Run
 	owner run.Owner
+	// steers are shown to the model this step and stored with its answer.
+	steers []run.Steer
 }
 
 func (s *step) execute(ctx context.Context) error {
@@ -221,7 +223,8 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.release(ctx, fmt.Errorf("steers for sub-agent run %s: %w", r.ID, err)) // retried
 	}
-	msgs = append(msgs, steers...)
+	s.steers = steers
+	msgs = append(msgs, steerMessages(steers)...)
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
 	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
@@ -488,6 +491,7 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
 		GuardBlocked:    out.blocked,
 		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
+		Steers:          s.steers,
 	}
 	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {
