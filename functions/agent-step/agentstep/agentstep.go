@@ -126,6 +126,8 @@ type Handler struct {
 	stream Stream
 	cfg    Config
 	log    *slog.Logger
+	// workspace reads the prompt files (nil without cfg.Workspace).
+	workspace *WorkspacePrompt
 }
 
 // New returns the handler.
@@ -145,7 +147,11 @@ func New(runs *run.Store, models Models, tools Tools, stream Stream, cfg Config,
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{runs: runs, models: models, tools: tools, stream: stream, cfg: cfg, log: log}
+	h := &Handler{runs: runs, models: models, tools: tools, stream: stream, cfg: cfg, log: log}
+	if cfg.Workspace != nil {
+		h.workspace = NewWorkspacePrompt(cfg.Workspace, log)
+	}
+	return h
 }
 
 // Register adds the handler to a function router.
