@@ -18,7 +18,7 @@ import (
 type openGuard struct{}
 
 func (openGuard) CheckURL(context.Context, *url.URL) error { return nil }
-func (openGuard) Client() *http.Client                    { return &http.Client{} }
+func (openGuard) Client() *http.Client                     { return &http.Client{} }
 
 // A tool-invoke process resolves a run's MCP tool with the server's
 // configuration read in the same round trip (or from its cached, write-once
