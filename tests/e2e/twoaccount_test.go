@@ -788,7 +788,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	// original), users see only the redacted list, and the headers are
 	// never answered (the lists above checked the admin views too).
 	mcpBase := "/api/system/mcp-servers/fixture"
-	for _, b := range attackers {
+	for i, b := range append([]caller{{"owner", alice, false}, {"owner (admin)", kbOwner, true}}, attackers...) {
 		if !b.admin {
 			r := b.c.Do("GET", "/api/system/mcp-servers", nil)
 			calls++
@@ -810,6 +810,9 @@ func TestTwoAccountSuite(t *testing.T) {
 			{"PUT", mcpBase + "/status", map[string]any{"enabled": false}, `"enabled":false`},
 			{"PUT", mcpBase + "/status", map[string]any{"enabled": true}, `"enabled":true`},
 			{"PUT", mcpBase, map[string]any{"description": "set by " + b.name}, `"description":"set by ` + b.name + `"`},
+			{"POST", "/api/system/mcp-servers", map[string]any{"name": fmt.Sprintf("fixture-%d", i), "transport": "streamable_http", "url": fx.URL},
+				fmt.Sprintf(`"slug":"fixture-%d"`, i)},
+			{"DELETE", fmt.Sprintf("/api/system/mcp-servers/fixture-%d", i), nil, `"success":true`},
 		} {
 			r := b.c.Do(call.method, call.path, call.body)
 			calls++
