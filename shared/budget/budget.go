@@ -11,7 +11,15 @@
 // are in flight waits (Busy) for them to settle. So concurrent runs
 // overspend a budget by at most one call (the one admitted alone into the
 // remainder), provided no call is larger than every call before it.
-// Reservations carry a lease: a crashed step's reservation expires.
+// Reservations carry a lease: a crashed step's reservation expires. Every
+// model call is admitted on its own — the context summary of a step and
+// each try of its turn (a retried model call is admitted again) — and
+// counted.
+//
+// A budget covers its lifetime (from when it was set or reset) or renews
+// every UTC day or month (Period): once its window has passed its use reads
+// as 0, and the next charge starts the new window (SQL function
+// token_budget_window, migration 0076).
 //
 // Imported by: functions/agent-step/agentstep (types of its consumer
 // interface), functions/intake/intake, shared/bootstrap/chat, tests.
@@ -40,15 +48,28 @@ const (
 // ErrorType is the run's error_type when a budget refuses a model call.
 const ErrorType = "budget_exhausted"
 
+// Periods.
+const (
+	PeriodLifetime = "lifetime"
+	PeriodDaily    = "daily"
+	PeriodMonthly  = "monthly"
+)
+
 // Budget is one budget as the admin API shows it.
 type Budget struct {
-	Scope           string    `json:"scope"`
-	Subject         string    `json:"subject"`
-	LimitTokens     int64     `json:"limit_tokens"`
-	UsedTokens      int64     `json:"used_tokens"`
-	RemainingTokens int64     `json:"remaining_tokens"`
-	UpdatedBy       string    `json:"updated_by"`
-	UpdatedAt       time.Time `json:"updated_at"`
+	Scope           string `json:"scope"`
+	Subject         string `json:"subject"`
+	LimitTokens     int64  `json:"limit_tokens"`
+	UsedTokens      int64  `json:"used_tokens"` // in the current window
+	RemainingTokens int64  `json:"remaining_tokens"`
+	Period          string `json:"period"`
+	// WindowStart is when the current window began (a lifetime budget's:
+	// when it was set or reset); ResetsAt when the next begins (null for
+	// a lifetime budget).
+	WindowStart time.Time  `json:"window_start"`
+	ResetsAt    *time.Time `json:"resets_at"`
+	UpdatedBy   string     `json:"updated_by"`
+	UpdatedAt   time.Time  `json:"updated_at"`
 }
 
 // Service is the budgets store.
@@ -66,11 +87,19 @@ func New(pool *pgxpool.Pool, lease time.Duration) *Service {
 	return &Service{pool: pool, lease: lease}
 }
 
-const cols = `scope, subject, limit_tokens, used_tokens, greatest(limit_tokens - used_tokens, 0), updated_by, updated_at`
+// usedSQL is a budget row's use in its current window.
+const usedSQL = `(CASE WHEN period_start < token_budget_window(period, period_start) THEN 0 ELSE used_tokens END)`
+
+const cols = `scope, subject, limit_tokens, ` + usedSQL + `, greatest(limit_tokens - ` + usedSQL + `, 0), period,
+	token_budget_window(period, period_start),
+	CASE period WHEN 'daily' THEN token_budget_window(period, period_start) + interval '1 day'
+		WHEN 'monthly' THEN token_budget_window(period, period_start) + interval '1 month' END,
+	updated_by, updated_at`
 
 func scan(row pgx.Row) (Budget, error) {
 	var b Budget
-	err := row.Scan(&b.Scope, &b.Subject, &b.LimitTokens, &b.UsedTokens, &b.RemainingTokens, &b.UpdatedBy, &b.UpdatedAt)
+	err := row.Scan(&b.Scope, &b.Subject, &b.LimitTokens, &b.UsedTokens, &b.RemainingTokens, &b.Period, &b.WindowStart, &b.ResetsAt,
+		&b.UpdatedBy, &b.UpdatedAt)
 	return b, err
 }
 
@@ -105,12 +134,15 @@ func (s *Service) Get(ctx context.Context, scope, subject string) (*Budget, erro
 }
 
 // Update is PUT /api/system/token-budgets: LimitTokens nil removes the
-// budget; Reset zeroes what was used.
+// budget; Reset zeroes what was used; Period (lifetime when a new budget
+// leaves it out; unchanged otherwise) — changing it starts a new window
+// with nothing used.
 type Update struct {
-	Scope       string `json:"scope"`
-	Subject     string `json:"subject"`
-	LimitTokens *int64 `json:"limit_tokens"`
-	Reset       bool   `json:"reset"`
+	Scope       string  `json:"scope"`
+	Subject     string  `json:"subject"`
+	LimitTokens *int64  `json:"limit_tokens"`
+	Reset       bool    `json:"reset"`
+	Period      *string `json:"period"`
 }
 
 // Set applies u (by is the admin's uid); nil when the budget was removed.
@@ -128,25 +160,43 @@ func (s *Service) Set(ctx context.Context, by string, u Update) (*Budget, error)
 	if *u.LimitTokens < 0 {
 		return nil, failure.Unprocessable("invalid_budget_limit", "limit_tokens must be 0 or more")
 	}
-	b, err := scan(s.pool.QueryRow(ctx, `INSERT INTO token_budgets (scope, subject, limit_tokens, updated_by)
-		VALUES ($1, $2, $3, $4)
+	if u.Period != nil && *u.Period != PeriodLifetime && *u.Period != PeriodDaily && *u.Period != PeriodMonthly {
+		return nil, failure.Unprocessable("invalid_budget_period", "period must be %q, %q or %q", PeriodLifetime, PeriodDaily, PeriodMonthly)
+	}
+	// A reset or a new period starts a window with nothing used; a lifetime
+	// window starts now.
+	b, err := scan(s.pool.QueryRow(ctx, `INSERT INTO token_budgets AS b (scope, subject, limit_tokens, updated_by, period, period_start)
+		VALUES ($1, $2, $3, $4, coalesce($6, 'lifetime'), token_budget_window(coalesce($6, 'lifetime'), now()))
 		ON CONFLICT (scope, subject) DO UPDATE SET limit_tokens = EXCLUDED.limit_tokens, updated_by = EXCLUDED.updated_by,
-			updated_at = now(), used_tokens = CASE WHEN $5 THEN 0 ELSE token_budgets.used_tokens END
-		RETURNING `+cols, u.Scope, u.Subject, *u.LimitTokens, by, u.Reset))
+			updated_at = now(), period = coalesce($6, b.period),
+			used_tokens = CASE WHEN $5 OR coalesce($6, b.period) <> b.period THEN 0 ELSE b.used_tokens END,
+			period_start = CASE WHEN $5 OR coalesce($6, b.period) <> b.period THEN token_budget_window(coalesce($6, b.period), now())
+				ELSE b.period_start END
+		RETURNING `+cols, u.Scope, u.Subject, *u.LimitTokens, by, u.Reset, u.Period))
 	if err != nil {
 		return nil, err
 	}
 	return &b, nil
 }
 
-// Call identifies one model call: a run's step attempt.
+// Call identifies one model call: a run's step attempt and the call's
+// number in it.
 type Call struct {
 	RunID   string
 	StepNo  int
 	Attempt int
-	UID     string // the run's user (the user budget)
-	Agent   string // the run's agent slug (the agent budget)
+	// CallNo numbers the model calls of one step attempt: CallSummary for
+	// the context summary, CallTurn + n for the turn's n-th retry.
+	CallNo int
+	UID    string // the run's user (the user budget)
+	Agent  string // the run's agent slug (the agent budget)
 }
+
+// Call numbers.
+const (
+	CallSummary = 0
+	CallTurn    = 1
+)
 
 // Decision is Reserve's answer.
 type Decision int
@@ -194,12 +244,12 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 			ORDER BY scope, subject FOR UPDATE`, c.UID, c.Agent); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT b.scope, b.subject, b.limit_tokens, b.used_tokens, b.max_call_tokens,
+		rows, err := tx.Query(ctx, `SELECT b.scope, b.subject, b.limit_tokens, `+usedSQL+`, b.max_call_tokens,
 				coalesce((SELECT sum(r.tokens) FROM token_budget_reservations r WHERE r.scope = b.scope AND r.subject = b.subject
-					AND r.expires_at > now() AND NOT (r.run_id = $3 AND r.step_no = $4 AND r.attempt = $5)), 0)
+					AND r.expires_at > now() AND NOT (r.run_id = $3 AND r.step_no = $4 AND r.attempt = $5 AND r.call_no = $6)), 0)
 			FROM token_budgets b
 			WHERE (b.scope = 'user' AND b.subject = $1) OR (b.scope = 'agent' AND b.subject = $2)
-			ORDER BY b.scope, b.subject`, c.UID, c.Agent, c.RunID, c.StepNo, c.Attempt)
+			ORDER BY b.scope, b.subject`, c.UID, c.Agent, c.RunID, c.StepNo, c.Attempt, c.CallNo)
 		if err != nil {
 			return err
 		}
@@ -237,10 +287,10 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 			return nil
 		}
 		for _, h := range holds {
-			if _, err := tx.Exec(ctx, `INSERT INTO token_budget_reservations (run_id, step_no, attempt, scope, subject, tokens, expires_at)
-				VALUES ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
-				ON CONFLICT (run_id, step_no, attempt, scope, subject) DO UPDATE SET tokens = EXCLUDED.tokens, expires_at = EXCLUDED.expires_at`,
-				c.RunID, c.StepNo, c.Attempt, h.scope, h.subject, h.tokens, s.lease.Seconds()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO token_budget_reservations (run_id, step_no, attempt, call_no, scope, subject, tokens, expires_at)
+				VALUES ($1, $2, $3, $8, $4, $5, $6, now() + make_interval(secs => $7))
+				ON CONFLICT (run_id, step_no, attempt, call_no, scope, subject) DO UPDATE SET tokens = EXCLUDED.tokens, expires_at = EXCLUDED.expires_at`,
+				c.RunID, c.StepNo, c.Attempt, h.scope, h.subject, h.tokens, s.lease.Seconds(), c.CallNo); err != nil {
 				return err
 			}
 		}
@@ -253,8 +303,8 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 // its reservation, in one transaction (used 0: the call consumed nothing).
 func (s *Service) Settle(ctx context.Context, c Call, used int64) error {
 	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM token_budget_reservations WHERE run_id = $1 AND step_no = $2 AND attempt = $3`,
-			c.RunID, c.StepNo, c.Attempt); err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM token_budget_reservations WHERE run_id = $1 AND step_no = $2 AND attempt = $3 AND call_no = $4`,
+			c.RunID, c.StepNo, c.Attempt, c.CallNo); err != nil {
 			return err
 		}
 		if used <= 0 {
@@ -265,7 +315,9 @@ func (s *Service) Settle(ctx context.Context, c Call, used int64) error {
 			ORDER BY scope, subject FOR UPDATE`, c.UID, c.Agent); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, `UPDATE token_budgets SET used_tokens = used_tokens + $3, max_call_tokens = greatest(max_call_tokens, $3)
+		// A charge in a new window starts it (the old window's use is dropped).
+		_, err := tx.Exec(ctx, `UPDATE token_budgets SET used_tokens = `+usedSQL+` + $3, max_call_tokens = greatest(max_call_tokens, $3),
+			period_start = token_budget_window(period, period_start)
 			WHERE (scope = 'user' AND subject = $1) OR (scope = 'agent' AND subject = $2)`, c.UID, c.Agent, used)
 		return err
 	})

@@ -309,12 +309,15 @@ func (st *Store) seal(s Server) (sealed string, names []string, err error) {
 const cols = `slug, name, description, transport, url, headers_sealed, header_names, coalesce(timeout_s, 0),
 	coalesce(sse_read_timeout_s, 0), tags, icon, enabled, disabled_tools, config_hash, created_by, updated_by, created_at, updated_at`
 
-func (st *Store) scan(row pgx.Row) (Server, error) {
+func (st *Store) scan(row pgx.Row) (Server, error) { return st.scanAfter(row) }
+
+// scanAfter scans a row of extra columns followed by cols.
+func (st *Store) scanAfter(row pgx.Row, extra ...any) (Server, error) {
 	var s Server
 	var sealed string
-	if err := row.Scan(&s.Slug, &s.Name, &s.Description, &s.Transport, &s.URL, &sealed, &s.HeaderNames, &s.Timeout,
+	if err := row.Scan(append(extra, &s.Slug, &s.Name, &s.Description, &s.Transport, &s.URL, &sealed, &s.HeaderNames, &s.Timeout,
 		&s.SSEReadTimeout, &s.Tags, &s.Icon, &s.Enabled, &s.DisabledTools, &s.ConfigHash, &s.CreatedBy, &s.UpdatedBy,
-		&s.CreatedAt, &s.UpdatedAt); err != nil {
+		&s.CreatedAt, &s.UpdatedAt)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Server{}, ErrNotFound
 		}

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -25,6 +26,8 @@ type Toolset struct {
 	store *Store
 	pool  *Pool
 	log   *slog.Logger
+	// manifests caches manifests read back (write-once, so never stale).
+	manifests manifestCache
 }
 
 // NewToolset returns the run-time MCP layer.
@@ -177,6 +180,9 @@ func (ts *Toolset) Manifest(ctx context.Context, runID string, mcps []string, bu
 }
 
 func (ts *Toolset) read(ctx context.Context, runID string) (Manifest, bool, error) {
+	if m, ok := ts.manifests.get(runID); ok {
+		return m, true, nil
+	}
 	var raw []byte
 	err := ts.db.QueryRow(ctx, `SELECT manifest FROM run_tool_manifests WHERE run_id = $1`, runID).Scan(&raw)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -185,12 +191,69 @@ func (ts *Toolset) read(ctx context.Context, runID string) (Manifest, bool, erro
 	if err != nil {
 		return Manifest{}, false, err
 	}
+	return ts.decode(runID, raw)
+}
+
+func (ts *Toolset) decode(runID string, raw []byte) (Manifest, bool, error) {
 	var m Manifest
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return Manifest{}, false, fmt.Errorf("tool manifest of run %s: %w", runID, err)
 	}
+	ts.manifests.put(runID, m)
 	return m, true, nil
 }
+
+// manifestCache holds up to manifestCacheSize manifests, dropping the
+// oldest first. Safe for concurrent use.
+type manifestCache struct {
+	mu    sync.Mutex
+	byRun map[string]Manifest
+	order []string
+}
+
+const manifestCacheSize = 2048
+
+func (c *manifestCache) get(runID string) (Manifest, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.byRun[runID]
+	return m, ok
+}
+
+func (c *manifestCache) put(runID string, m Manifest) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byRun == nil {
+		c.byRun = map[string]Manifest{}
+	}
+	if _, ok := c.byRun[runID]; ok {
+		return
+	}
+	if len(c.order) >= manifestCacheSize {
+		delete(c.byRun, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.byRun[runID] = m
+	c.order = append(c.order, runID)
+}
+
+// mcpEntry is the MCP tool name of manifest m.
+func (m Manifest) mcpEntry(name string) (ManifestTool, bool) {
+	for _, t := range m.Tools {
+		if t.Name == name && t.Layer == "mcp" && t.Spec != nil {
+			return t, true
+		}
+	}
+	return ManifestTool{}, false
+}
+
+// resolveSQL reads, in one statement, a run's manifest and the current
+// configuration of the server of one of its MCP tools ($2). No row: the
+// run has no manifest, the tool is not in it, or its server is gone.
+const resolveSQL = `SELECT m.manifest, ` + cols + ` FROM run_tool_manifests m
+	JOIN mcp_servers ON mcp_servers.slug = (SELECT t->>'server' FROM jsonb_array_elements(m.manifest->'tools') t
+		WHERE t->>'name' = $2 AND t->>'layer' = 'mcp' LIMIT 1)
+	WHERE m.run_id = $1`
 
 // StepSpecs returns the tools a step offers the model: the run's manifest
 // (recorded at its first step), builtin tools in their current definition,
@@ -219,33 +282,65 @@ func (ts *Toolset) StepSpecs(ctx context.Context, runID string, mcps []string, b
 }
 
 // Resolve returns the MCP tool name of a run may call (false when the name
-// is not an MCP tool of the run's manifest).
+// is not an MCP tool of the run's manifest), with its server's configuration
+// read now — the check where the effect happens (Invoke) uses it. One round
+// trip: the server's row when the run's manifest is cached (it is
+// write-once), else the manifest and the row in one statement.
 func (ts *Toolset) Resolve(ctx context.Context, runID, name string) (tool.Tool, bool, error) {
 	if !strings.HasPrefix(name, Prefix) {
 		return nil, false, nil
 	}
+	if m, ok := ts.manifests.get(runID); ok {
+		e, ok := m.mcpEntry(name)
+		if !ok {
+			return nil, false, nil
+		}
+		s, err := ts.store.Get(ctx, e.Server)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return nil, false, err
+		}
+		return mcpTool{ts: ts, entry: e, server: s, serverErr: err}, true, nil
+	}
+	var raw []byte
+	s, err := ts.store.scanAfter(ts.db.QueryRow(ctx, resolveSQL, runID, name), &raw)
+	switch {
+	case err == nil:
+		m, _, err := ts.decode(runID, raw)
+		if err != nil {
+			return nil, false, err
+		}
+		e, ok := m.mcpEntry(name)
+		return mcpTool{ts: ts, entry: e, server: s}, ok, nil
+	case !errors.Is(err, ErrNotFound):
+		return nil, false, err
+	}
+	// No manifest, no such tool, or its server was deleted.
 	m, ok, err := ts.read(ctx, runID)
 	if err != nil || !ok {
 		return nil, false, err
 	}
-	for _, t := range m.Tools {
-		if t.Name == name && t.Layer == "mcp" && t.Spec != nil {
-			return mcpTool{ts: ts, entry: t}, true, nil
-		}
+	e, ok := m.mcpEntry(name)
+	if !ok {
+		return nil, false, nil
 	}
-	return nil, false, nil
+	return mcpTool{ts: ts, entry: e, serverErr: ErrNotFound}, true, nil
 }
 
 // mcpTool runs one MCP tool of a run's manifest.
 type mcpTool struct {
 	ts    *Toolset
 	entry ManifestTool
+	// server is the server's configuration read by Resolve (serverErr:
+	// ErrNotFound when it is no longer configured).
+	server    Server
+	serverErr error
 }
 
 func (t mcpTool) Spec() tool.Spec { return *t.entry.Spec }
 
 // Invoke re-checks the server where the effect happens (still configured,
-// enabled, the tool not disabled), then calls it. Every failure of the
+// enabled, the tool not disabled: its row as Resolve read it in this
+// invocation, just before), then calls it. Every failure of the
 // server — unreachable, dying mid-call, timing out — is a tool error the
 // model reads; the run goes on.
 func (t mcpTool) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
@@ -256,7 +351,7 @@ func (t mcpTool) Invoke(ctx context.Context, c tool.Call) (tool.Result, error) {
 			return tool.Errorf("invalid arguments: " + err.Error()), nil
 		}
 	}
-	s, err := t.ts.store.Get(ctx, e.Server)
+	s, err := t.server, t.serverErr
 	if errors.Is(err, ErrNotFound) {
 		return tool.Errorf(fmt.Sprintf("MCP server %q is no longer configured", e.Server)), nil
 	}

@@ -50,10 +50,9 @@ type Intake struct {
 
 // Errors of intake.
 var (
-	ErrRunInterrupted      = failure.Conflict("run_interrupted", "the latest run on this thread is waiting for your answer; resume it before sending new messages")
-	ErrRequestIDConflict   = failure.Conflict("request_id_conflict", "request_id was already used for a different request")
-	ErrRunNotSteerable     = failure.Conflict("run_not_steerable", "the active run cannot be steered")
-	ErrSteerAlreadyPending = failure.Conflict("steer_already_pending", "a steer request is already waiting on this thread")
+	ErrRunInterrupted    = failure.Conflict("run_interrupted", "the latest run on this thread is waiting for your answer; resume it before sending new messages")
+	ErrRequestIDConflict = failure.Conflict("request_id_conflict", "request_id was already used for a different request")
+	ErrRunNotSteerable   = failure.Conflict("run_not_steerable", "the active run cannot be steered")
 )
 
 // ValidatePolicy normalises and checks a queue policy.
@@ -256,9 +255,8 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 		if *st.activeStatus != run.StatusRunning || *st.activeType != run.TypeChat {
 			return Intake{}, ErrRunNotSteerable.With(map[string]any{"active_run_id": *st.activeID, "active_run_status": *st.activeStatus})
 		}
-		if st.steers > 0 {
-			return Intake{}, ErrSteerAlreadyPending
-		}
+		// Several steers may wait: they reach the run (and a running
+		// sub-agent of it) in the order they were sent.
 	}
 	sc := Scope{UID: sub.Subject.UID, AgentSlug: sub.AgentSlug, ThreadID: sub.ThreadID, ConversationID: st.conversationID}
 	metaJSON, _ := json.Marshal(map[string]any{"request_id": sub.RequestID, "source": sub.Source, "channel": sub.Channel})
@@ -372,7 +370,7 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 	case RequestQueued:
 		pos := st.queued + 1 // behind every queued request (steers sort first)
 		if req.QueuePolicy == PolicySteer {
-			pos = 1
+			pos = st.steers + 1 // behind the steers sent before it
 		}
 		if general {
 			if pos, err = position(ctx, s.pool, req); err != nil {

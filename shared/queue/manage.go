@@ -225,14 +225,6 @@ func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, er
 			out = cur
 			return nil
 		}
-		var steers int
-		if err := tx.QueryRow(ctx, `SELECT count(*) FROM agent_run_requests WHERE uid = $1 AND agent_slug = $2
-			AND conversation_thread_id = $3 AND status = 'queued' AND queue_policy = 'steer'`, uid, cur.AgentSlug, cur.ThreadID).Scan(&steers); err != nil {
-			return err
-		}
-		if steers > 0 {
-			return ErrSteerAlreadyPending
-		}
 		active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
 		if err != nil {
 			return err
@@ -404,25 +396,21 @@ func (s *Service) Resume(ctx context.Context, in ResumeInput) (Resumed, error) {
 	return out, nil
 }
 
-// PendingSteers returns the texts of the steer requests queued on uid's
-// (agent, thread), oldest first: agent-step shows them to a running
-// sub-agent of that thread's run at its next model call, while the parent
-// handles them itself once its run reaches its boundary.
-func (s *Service) PendingSteers(ctx context.Context, uid, agentSlug, threadID string) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT m.content FROM agent_run_requests q JOIN messages m ON m.id = q.input_message_id
+// PendingSteers returns the steer requests queued on uid's (agent,
+// thread), oldest first: agent-step shows them to a running sub-agent of
+// that thread's run at its next model call (storing each in the child's
+// transcript once), while the parent handles them itself once its run
+// reaches its boundary.
+func (s *Service) PendingSteers(ctx context.Context, uid, agentSlug, threadID string) ([]run.Steer, error) {
+	rows, err := s.pool.Query(ctx, `SELECT q.request_id, m.content FROM agent_run_requests q JOIN messages m ON m.id = q.input_message_id
 		WHERE q.uid = $1 AND q.agent_slug = $2 AND q.conversation_thread_id = $3 AND q.status = 'queued' AND q.queue_policy = 'steer'
 		ORDER BY q.created_at, q.id`, uid, agentSlug, threadID)
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (run.Steer, error) {
+		var st run.Steer
+		err := row.Scan(&st.RequestID, &st.Content)
+		return st, err
+	})
 }

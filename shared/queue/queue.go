@@ -199,16 +199,14 @@ func (s *Service) state(ctx context.Context, db postgres.DB, sc Scope) (State, e
 	return State{Status: "ready", head: h}, nil
 }
 
-// position returns the 1-based queue position of a queued request.
+// position returns the 1-based queue position of a queued request: steers
+// first, in the order they were sent, then the others in theirs.
 func position(ctx context.Context, db postgres.DB, r Request) (int, error) {
-	if r.QueuePolicy == PolicySteer {
-		return 1, nil
-	}
 	var n int
 	err := db.QueryRow(ctx, `SELECT count(*) FROM agent_run_requests
 		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued'
-		  AND (queue_policy = 'steer' OR (created_at, id) < ($4, $5))`,
-		r.UID, r.AgentSlug, r.ThreadID, r.CreatedAt, r.ID).Scan(&n)
+		  AND ((queue_policy = 'steer') = $6 AND (created_at, id) < ($4, $5) OR queue_policy = 'steer' AND NOT $6)`,
+		r.UID, r.AgentSlug, r.ThreadID, r.CreatedAt, r.ID, r.QueuePolicy == PolicySteer).Scan(&n)
 	return n + 1, err
 }
 
@@ -236,13 +234,23 @@ func (s *Service) dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.
 	if err != nil {
 		return nil, "", err
 	}
-	if _, err := tx.Exec(ctx, `UPDATE messages SET run_id = $2, delivery_status = 'dispatched', transcript_seq = nextval('transcript_seq')
-		WHERE id = $1`, h.InputMessageID, runID); err != nil {
-		return nil, "", err
+	join := []Request{*h}
+	if h.QueuePolicy == PolicySteer {
+		// Every steer waiting joins this run, in the order they were sent:
+		// the run sees them all, and no steer ends the run of the one before.
+		if join, err = queuedSteers(ctx, tx, sc); err != nil {
+			return nil, "", err
+		}
 	}
-	if _, err := tx.Exec(ctx, `UPDATE agent_run_requests SET status = 'dispatched', dispatched_run_id = $2, dispatched_at = clock_timestamp(),
-		updated_at = clock_timestamp() WHERE id = $1`, h.ID, runID); err != nil {
-		return nil, "", err
+	for _, r := range join {
+		if _, err := tx.Exec(ctx, `UPDATE messages SET run_id = $2, delivery_status = 'dispatched', transcript_seq = nextval('transcript_seq')
+			WHERE id = $1`, r.InputMessageID, runID); err != nil {
+			return nil, "", err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE agent_run_requests SET status = 'dispatched', dispatched_run_id = $2, dispatched_at = clock_timestamp(),
+			updated_at = clock_timestamp() WHERE id = $1`, r.ID, runID); err != nil {
+			return nil, "", err
+		}
 	}
 	h.Status, h.DispatchedRunID = RequestDispatched, &runID
 	err = emit(outbox.Pending{
@@ -250,6 +258,18 @@ func (s *Service) dispatchHead(ctx context.Context, tx postgres.DB, emit outbox.
 		DedupeKey: "step:" + runID + ":1",
 	})
 	return h, runID, err
+}
+
+// queuedSteers are the steer requests queued on sc, oldest first (the
+// queue's head first).
+func queuedSteers(ctx context.Context, db postgres.DB, sc Scope) ([]Request, error) {
+	rows, err := db.Query(ctx, `SELECT `+requestCols+` FROM agent_run_requests
+		WHERE uid = $1 AND agent_slug = $2 AND conversation_thread_id = $3 AND status = 'queued' AND queue_policy = 'steer'
+		ORDER BY created_at, id`, sc.UID, sc.AgentSlug, sc.ThreadID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Request, error) { return scanRequest(row) })
 }
 
 func (s *Service) notify(ctx context.Context, threadID string, what string) {

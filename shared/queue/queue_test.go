@@ -256,14 +256,121 @@ func TestSteerGoesFirstAndOnlyOnce(t *testing.T) {
 	if req, _ := f.Queue.GetRequest(context.Background(), "alice", queued.RequestID); *req.QueuePosition != 2 {
 		t.Errorf("enqueued request should move behind the steer: %+v", req)
 	}
-	if _, err := f.Submit(alice, th, "again", "steer"); code(err) != "steer_already_pending" {
-		t.Errorf("second steer: %v", err)
+	again := f.MustSubmit(alice, th, "again", "steer")
+	if again.Status != "queued" || *again.QueuePosition != 2 {
+		t.Errorf("second steer queues behind the first: %s", runtest.Str(again))
 	}
-	if n := f.Count(`SELECT count(*) FROM agent_run_requests WHERE status = 'queued' AND queue_policy = 'steer'`); n != 1 {
+	if req, _ := f.Queue.GetRequest(context.Background(), "alice", queued.RequestID); *req.QueuePosition != 3 {
+		t.Errorf("enqueued request should stay behind both steers: %+v", req)
+	}
+	if n := f.Count(`SELECT count(*) FROM agent_run_requests WHERE status = 'queued' AND queue_policy = 'steer'`); n != 2 {
 		t.Errorf("pending steers: %d", n)
 	}
 	if _, err := f.Queue.CancelRequest(context.Background(), "alice", steer.RequestID); code(err) != "steer_in_progress" {
 		t.Errorf("cancel steer while active: %v", err)
+	}
+}
+
+// Two steers sent at the same moment are both taken, and the run that
+// follows the steered one carries both, in the order they were sent, ahead
+// of the enqueued backlog; redelivering either changes nothing.
+func TestSimultaneousSteersReachTheNextRunInOrder(t *testing.T) {
+	t.Parallel()
+	f := runtest.New(t)
+	ctx := context.Background()
+	alice := f.User("alice")
+	th := f.Thread("alice")
+	first := f.MustSubmit(alice, th, "long task", "")
+	backlog := f.MustSubmit(alice, th, "afterwards", "")
+	c, err := f.Runs.Claim(ctx, *first.RunID, 1, "w", 60e9)
+	if err != nil || c.Outcome != run.Claimed {
+		t.Fatal(c.Outcome, err)
+	}
+	var wg sync.WaitGroup
+	got := make([]queue.Intake, 2)
+	errs := make([]error, 2)
+	for i := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i], errs[i] = f.Queue.Submit(ctx, queue.Submission{Subject: alice, Query: fmt.Sprintf("steer %d", i), AgentSlug: "default-chatbot",
+				ThreadID: th, QueuePolicy: "steer", RequestID: fmt.Sprintf("steer-%d", i)})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil || got[i].Status != "queued" {
+			t.Fatalf("steer %d: %s %v", i, runtest.Str(got[i]), err)
+		}
+	}
+	if p0, p1 := *got[0].QueuePosition, *got[1].QueuePosition; p0+p1 != 3 {
+		t.Fatalf("positions of two steers must be 1 and 2: %d %d", p0, p1)
+	}
+	// The thread lock serialised them: the one taken first is position 1.
+	order := []string{got[0].RequestID, got[1].RequestID}
+	if *got[1].QueuePosition == 1 {
+		order[0], order[1] = order[1], order[0]
+	}
+	// The next claim of the run sees the steers waiting and ends it at its
+	// boundary, as agent-step does.
+	if err := f.Runs.Release(ctx, *first.RunID, run.Owner{Worker: "w", Attempt: c.Attempt}); err != nil {
+		t.Fatal(err)
+	}
+	c, err = f.Runs.Claim(ctx, *first.RunID, 1, "w2", 60e9)
+	if err != nil || c.Outcome != run.Claimed || !c.Steer {
+		t.Fatalf("claim should report the waiting steers: %+v %v", c.Outcome, err)
+	}
+	if _, _, err := f.Runs.Finish(ctx, *first.RunID, run.Finish{Status: run.StatusCompleted, Owner: &run.Owner{Worker: "w2", Attempt: c.Attempt}}); err != nil {
+		t.Fatal(err)
+	}
+	runID, err := f.Queue.DispatchNext(ctx, "alice", "default-chatbot", th)
+	if err != nil || runID == "" {
+		t.Fatalf("dispatch: %q %v", runID, err)
+	}
+	// Redelivered run.finished, and a redelivered submission: nothing new.
+	if again, err := f.Queue.DispatchNext(ctx, "alice", "default-chatbot", th); err != nil || again != "" {
+		t.Fatalf("second dispatch: %q %v", again, err)
+	}
+	replay, err := f.Queue.Submit(ctx, queue.Submission{Subject: alice, Query: "steer 1", AgentSlug: "default-chatbot", ThreadID: th,
+		QueuePolicy: "steer", RequestID: "steer-1"})
+	if err != nil || replay.Status != "dispatched" || *replay.RunID != runID {
+		t.Fatalf("replayed steer: %s %v", runtest.Str(replay), err)
+	}
+	for _, id := range order {
+		req, err := f.Queue.GetRequest(ctx, "alice", id)
+		if err != nil || req.Status != "dispatched" || *req.DispatchedRunID != runID {
+			t.Fatalf("steer %s not dispatched into %s: %+v %v", id, runID, req, err)
+		}
+	}
+	r, err := f.Runs.Get(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RequestID != order[0] {
+		t.Errorf("the run belongs to the first steer %s, not %s", order[0], r.RequestID)
+	}
+	tr, err := f.Runs.Transcript(ctx, r.ConversationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var users []string
+	for _, e := range tr {
+		if e.Role == "user" {
+			users = append(users, e.Content)
+		}
+	}
+	want := []string{"long task", "steer 0", "steer 1"}
+	if order[0] == "steer-1" {
+		want[1], want[2] = "steer 1", "steer 0"
+	}
+	if fmt.Sprint(users) != fmt.Sprint(want) {
+		t.Errorf("transcript user messages %q, want %q", users, want)
+	}
+	if req, _ := f.Queue.GetRequest(ctx, "alice", backlog.RequestID); req.Status != "queued" || *req.QueuePosition != 1 {
+		t.Errorf("the enqueued request waits for the steered run: %+v", req)
+	}
+	if n := f.Count(`SELECT count(*) FROM agent_runs WHERE conversation_thread_id = $1`, th); n != 2 {
+		t.Errorf("runs on the thread: %d, want 2", n)
 	}
 }
 

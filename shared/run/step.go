@@ -52,6 +52,11 @@ type StepCommit struct {
 	// no read of them; an id missing here costs the general path, not a
 	// duplicate.
 	UsedToolCallIDs []string
+	// Steers are user messages the model saw ahead of its answer that are
+	// not in the transcript yet (steers of a sub-agent's parent thread,
+	// with their text as shown): stored before the assistant message, in
+	// order, by the same transaction — so each is shown once, in its place.
+	Steers []Steer
 }
 
 // Step outcomes.
@@ -125,6 +130,7 @@ func (s *Store) commitStepOnce(ctx context.Context, c StepCommit) (res StepResul
 	b.Queue("BEGIN")
 	b.Queue(`SELECT 1 FROM agent_runs WHERE id = $1 FOR UPDATE`, c.Run.ID)
 	b.Queue(stepGuardSQL, c.Run.ID, c.StepNo, c.Owner.Worker, c.Owner.Attempt)
+	queueSteers(b, c)
 	if err := s.queueStepWrites(ctx, b, c, StatusRunning, nil, nil, &res, &rows); err != nil {
 		return StepResult{}, false, err
 	}
@@ -179,6 +185,7 @@ func (s *Store) commitStepTwice(ctx context.Context, c StepCommit) (StepResult, 
 		FROM agent_runs WHERE id = $1 FOR UPDATE`, c.Run.ID, c.Owner.Worker, c.Owner.Attempt).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&status, &stepCount, &owned)
 	})
+	queueSteers(b1, c) // rolled back with the rest when the guard refuses
 	b1.Queue(`SELECT nextval(pg_get_serial_sequence('messages', 'id')), nextval('transcript_seq')`).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&msgID, &seq)
 	})
@@ -209,6 +216,17 @@ func (s *Store) commitStepTwice(ctx context.Context, c StepCommit) (StepResult, 
 	}
 	s.outbox.Publish(ctx, rows)
 	return res, nil
+}
+
+// queueSteers stores c.Steers in the run's transcript; they take their
+// transcript positions before the assistant message's.
+func queueSteers(b *pgx.Batch, c StepCommit) {
+	for _, st := range c.Steers {
+		meta, _ := json.Marshal(map[string]any{"steer_request_id": st.RequestID, "step_no": c.StepNo})
+		b.Queue(`INSERT INTO messages (conversation_id, role, content, message_type, extra_metadata, run_id, request_id, delivery_status, transcript_seq)
+			VALUES ($1, 'user', $2, 'text', $3, $4, $5, 'dispatched', nextval('transcript_seq'))`,
+			c.Run.ConversationID, st.Content, meta, c.Run.ID, c.Run.RequestID)
+	}
 }
 
 // queueStepWrites queues the step's writes on b for a run in status: the

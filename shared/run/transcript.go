@@ -17,6 +17,16 @@ type Entry struct {
 	Content      string
 	ImageContent *string
 	ToolCalls    []ToolCallEntry // assistant messages only, in call order
+	// SteerRequestID is set on a steer of the parent's thread stored in a
+	// sub-agent's transcript (StepCommit.Steers): the request it came from.
+	SteerRequestID string
+}
+
+// Steer is a steer request of a thread, as a running sub-agent of the
+// thread's run is shown it.
+type Steer struct {
+	RequestID string
+	Content   string
 }
 
 // ToolCallEntry is a recorded tool call with its result (when finished).
@@ -61,7 +71,7 @@ func (t ToolCallEntry) ResultText() string {
 // expression for its id (a parameter or a subquery).
 func transcriptSQL(conversation string) string {
 	return `
-		SELECT m.id, m.role, m.content, m.image_content,
+		SELECT m.id, m.role, m.content, m.image_content, coalesce(m.extra_metadata->>'steer_request_id', ''),
 			coalesce((SELECT json_agg(json_build_object('id', tc.tool_call_id, 'name', tc.tool_name, 'input', tc.tool_input,
 				'output', tc.tool_output, 'status', tc.status, 'error', tc.error_message) ORDER BY tc.call_index)
 				FROM tool_calls tc WHERE tc.message_id = m.id), '[]'::json)
@@ -91,7 +101,7 @@ func scanTranscript(rows pgx.Rows) ([]Entry, error) {
 	for rows.Next() {
 		var e Entry
 		var calls []byte
-		if err := rows.Scan(&e.MessageID, &e.Role, &e.Content, &e.ImageContent, &calls); err != nil {
+		if err := rows.Scan(&e.MessageID, &e.Role, &e.Content, &e.ImageContent, &e.SteerRequestID, &calls); err != nil {
 			return nil, err
 		}
 		if err := json.Unmarshal(calls, &e.ToolCalls); err != nil {

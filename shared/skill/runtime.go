@@ -7,14 +7,17 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"path"
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
+	"github.com/yuxi-serverless/yuxi/shared/blob"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
@@ -172,7 +175,12 @@ func Activated(sn Snapshot, transcript []run.Entry) map[string]bool {
 }
 
 // Gate is the run-time side of skills for agent-step.
-type Gate struct{ s *Service }
+type Gate struct {
+	s *Service
+	// preloaded caches the SKILL.md of preloaded shared skills by slug and
+	// content hash (a new version of a skill is a new hash).
+	preloaded sync.Map
+}
 
 // Gate returns the run-time gate.
 func (s *Service) Gate() *Gate { return &Gate{s: s} }
@@ -200,7 +208,81 @@ func (g *Gate) Visible(ctx context.Context, r run.Run, transcript []run.Entry, s
 	if err != nil || len(sn.Skills) == 0 {
 		return system, specs, err
 	}
-	return Apply(sn, Activated(sn, transcript), r.Payload.Context.Tools, r.Payload.Context.MCPs, system, specs)
+	system, specs, err = Apply(sn, Activated(sn, transcript), r.Payload.Context.Tools, r.Payload.Context.MCPs, system, specs)
+	if err != nil {
+		return "", nil, err
+	}
+	pre, err := g.preloadPrompt(ctx, r.UID, sn)
+	return system + pre, specs, err
+}
+
+// MaxPreloadBytes bounds the SKILL.md of one preloaded skill in the system
+// prompt (cut on a character boundary and marked).
+const MaxPreloadBytes = 64 << 10
+
+// preloadPrompt is the SKILL.md of each preloaded skill, as the original's
+// skills middleware injects it: a preloaded skill is active from the start,
+// so the model gets its instructions without reading the file. A skill
+// whose SKILL.md is gone (or a personal one without a workspace) is left
+// out; other read failures are returned (the step is retried).
+func (g *Gate) preloadPrompt(ctx context.Context, uid string, sn Snapshot) (string, error) {
+	var b strings.Builder
+	for _, sk := range sn.Skills {
+		if !sk.Preload {
+			continue
+		}
+		md, ok, err := g.skillMD(ctx, uid, sk)
+		if err != nil {
+			return "", fmt.Errorf("SKILL.md of preloaded skill %s: %w", sk.Slug, err)
+		}
+		if !ok {
+			continue
+		}
+		fmt.Fprintf(&b, "\n\n## Skill %s (preloaded; %s)\n\n%s", sk.Slug, sk.Path, cutText(md, MaxPreloadBytes))
+	}
+	return b.String(), nil
+}
+
+func (g *Gate) skillMD(ctx context.Context, uid string, sk RunSkill) (string, bool, error) {
+	if sk.Source == SourcePersonal {
+		if g.s.workspace == nil {
+			return "", false, nil
+		}
+		b, _, _, err := g.s.workspace.ReadFile(ctx, personalScope(uid), sk.Path, MaxPreloadBytes+4)
+		if sandbox.IsCode(err, "not_found") {
+			return "", false, nil
+		}
+		return string(b), err == nil, err
+	}
+	key := sk.Slug + "\x00" + sk.ContentHash
+	if v, ok := g.preloaded.Load(key); ok {
+		return v.(string), true, nil
+	}
+	rc, _, err := g.s.blob.Get(ctx, skillPrefix(sk.Slug)+"SKILL.md")
+	if errors.Is(err, blob.ErrNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, MaxPreloadBytes+4))
+	if err != nil {
+		return "", false, err
+	}
+	g.preloaded.Store(key, string(data))
+	return string(data), true, nil
+}
+
+// cutText cuts s at n bytes on a character boundary and marks the cut.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "\n…[truncated]"
 }
 
 // Apply is the visibility filter: pure, so it is benchmarked and tested on

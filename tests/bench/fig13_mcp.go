@@ -28,7 +28,8 @@ const (
 func figMCP(ctx context.Context, e *env, r *benchkit.Report) error {
 	r.Section("[13] MCP call round trip through tool-invoke",
 		"toolinvoke.Handle of one pending call of get-sum on @modelcontextprotocol/server-everything (streamable HTTP, "+
-			"loopback): load the call and run, resolve the tool from the run's manifest, re-check the server, call it on the "+
+			"loopback): load the call and run, resolve the tool from the run's manifest with the server's current row (one statement; "+
+			"the handler's own MCP layer, as a tool-invoke process of its own, so no manifest is cached), re-check the server, call it on the "+
 			"pooled session, record the result and ready the next step; floor: the same CallTool with the Go SDK on a "+
 			"connected session, timed alternately")
 	srv, err := mcpeverything.Start(ctx)
@@ -80,7 +81,9 @@ func figMCP(ctx context.Context, e *env, r *benchkit.Report) error {
 		}
 		calls = append(calls, events.ToolCallRequested{RunID: s.RunID, ThreadID: s.ThreadID, StepNo: 1, ToolCallID: "call_sum"})
 	}
-	h := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: time.Minute, RunTools: ts}, app.Log)
+	// tool-invoke runs apart from agent-step, which recorded the manifests:
+	// its MCP layer has its own (empty) caches.
+	h := toolinvoke.New(app.Runs, app.Tools, app.Stream, toolinvoke.Config{Timeout: time.Minute, RunTools: mcplayer.Open(app.Core)}, app.Log)
 
 	direct := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil)
 	sess, err := direct.Connect(ctx, &sdk.StreamableClientTransport{Endpoint: srv.URL, DisableStandaloneSSE: true}, nil)

@@ -26,9 +26,11 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/docparse/docparsetest"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/llm/llmtest"
+	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
 	"github.com/yuxi-serverless/yuxi/shared/skill"
+	"github.com/yuxi-serverless/yuxi/tests/mcpfixture"
 	"github.com/yuxi-serverless/yuxi/tests/testkit"
 )
 
@@ -90,6 +92,22 @@ var unscopedParams = map[string]string{
 	"image_key":   "an uploaded image's unguessable key (128 random bits), the capability <img> tags use",
 	"key":         "a system setting name (/api/system/config/options/{key}): settings are instance-wide, the Admin role is the check",
 	"provider_id": "a model provider id (/api/system/model-providers/{provider_id}): providers are instance-wide, the Admin role is the check (as the original)",
+	"tool_name":   "an MCP server's tool (/api/system/mcp-servers/{slug}/tools/{tool_name}/toggle): see unscopedPaths",
+}
+
+// unscopedPaths are path prefixes whose parameters name no one's resource
+// (by path: {slug} is a skill elsewhere, and skills are checked).
+var unscopedPaths = map[string]string{
+	"/api/system/mcp-servers/": "MCP servers are instance-wide, like model providers: the Admin role is the check (as the original); users only list them, redacted",
+}
+
+func unscopedPath(path string) bool {
+	for prefix := range unscopedPaths {
+		if strings.HasPrefix(path, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkParam is the path parameter each resource check is about; the route
@@ -162,7 +180,11 @@ func TestTwoAccountSuite(t *testing.T) {
 	t.Parallel()
 	// A real provisioner: the file routes read and write through it.
 	sb := provisionertest.Start(t, provisioner.Config{})
-	p := testkit.StartLocal(t, testkit.Env{"YUXI_NOTIFY_TOKEN": testkit.NotifyToken},
+	// ext3: a live MCP server for the /api/system/mcp-servers routes, the
+	// only loopback address allowed out.
+	fx := mcpfixture.Start(t)
+	fxHost := strings.TrimPrefix(strings.TrimSuffix(fx.URL, "/mcp"), "http://")
+	p := testkit.StartLocal(t, testkit.Env{"YUXI_NOTIFY_TOKEN": testkit.NotifyToken, "YUXI_OUTBOUND_ALLOW": fxHost},
 		local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
 	ctx := context.Background()
 	pool := p.P.App.Pool
@@ -192,7 +214,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	outsiderUser := mk("outsider-user", "user", &otherDept)
 	attackers = append(attackers, caller{"user of another department", outsiderUser, false})
 	// Every call is recorded per route and role (the coverage the closing note reports).
-	cover := newCoverage(intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}}).Routes())
+	cover := newCoverage(intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}, MCP: &mcp.Toolset{}}).Routes())
 	alice.HTTP, kbOwner.HTTP = cover.client("owner"), cover.client("owner")
 	for _, b := range attackers {
 		b.c.HTTP = cover.client(b.name)
@@ -314,6 +336,10 @@ func TestTwoAccountSuite(t *testing.T) {
 	pendingDraft := prepareSkill(kbOwner, "owner-pending-skill", "the owner's pending skill")
 	installed(alice.OK("POST", "/api/skills/personal/install-drafts/"+prepareSkill(alice, "alice-skill", "alice's personal skill")+"/confirm", nil), 1)
 	skillIDs := map[string]string{"slug": "owner-skill", "draft_id": pendingDraft}
+	// ext3: an MCP server (instance-wide, the superadmin's here) with a secret header.
+	const mcpHeaderSecret = "mcp-header-secret-0451"
+	super.OK("POST", "/api/system/mcp-servers", map[string]any{"name": "fixture", "transport": "streamable_http", "url": fx.URL,
+		"headers": map[string]string{"X-Fixture-Key": mcpHeaderSecret}})
 	personalIDs := map[string]string{"slug": "alice-skill"}
 
 	// B's own KB, for calls that pair it with A's document, folder, source
@@ -329,6 +355,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets = append(secrets, taskID)                                                                     // admin
 	secrets = append(secrets, "owner-skill", "owner-pending-skill", "alice-skill", "okapi", pendingDraft) // ext
 	secrets = append(secrets, suiteID, suiteRunID, "alice's suite")                                       // evalsuites
+	secrets = append(secrets, mcpHeaderSecret)                                                            // ext3: never answered, not even to admins
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -563,7 +590,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	}
 	identityBefore := identityStored()
 
-	routes := intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}}).Routes()
+	routes := intake.New(intake.Deps{KBs: &kb.Store{}, Skills: &skill.Service{}, Budgets: &budget.Service{}, MCP: &mcp.Toolset{}}).Routes()
 	walked := map[intake.Check]int{} // the key "(lists: no check)" counts the read routes without a check
 	calls := 0
 	refused := func(f fixture, who, what string, r testkit.Response) {
@@ -578,13 +605,13 @@ func TestTwoAccountSuite(t *testing.T) {
 		// The table's Check column must be truthful where a test can tell.
 		if rt.Check == intake.NoCheck {
 			for _, name := range ps {
-				if _, ok := unscopedParams[name]; !ok {
+				if _, ok := unscopedParams[name]; !ok && !unscopedPath(rt.Path) {
 					t.Errorf("route %s takes {%s} but declares no resource check", rt.Pattern(), name)
 				}
 			}
 			// Lists and other reads without a check answer B with nothing of A's.
 			if rt.Method == "GET" && rt.Access != intake.Public {
-				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "provider_id": "fake"})
+				path, _ := fill(rt.Path, map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "provider_id": "fake", "slug": "fixture"})
 				path += listQuery[rt.Pattern()]
 				walked["(lists: no check)"]++
 				for _, b := range attackers {
@@ -760,6 +787,50 @@ func TestTwoAccountSuite(t *testing.T) {
 		}
 	}
 
+	// ext3: MCP servers are instance-wide: every admin operates them (as the
+	// original), users see only the redacted list, and the headers are
+	// never answered (the lists above checked the admin views too).
+	mcpBase := "/api/system/mcp-servers/fixture"
+	for i, b := range append([]caller{{"owner", alice, false}, {"owner (admin)", kbOwner, true}}, attackers...) {
+		if !b.admin {
+			r := b.c.Do("GET", "/api/system/mcp-servers", nil)
+			calls++
+			if r.Status != http.StatusOK || strings.Contains(string(r.Body), fx.URL) || strings.Contains(string(r.Body), "X-Fixture-Key") ||
+				!strings.Contains(string(r.Body), `"slug":"fixture"`) {
+				t.Errorf("HOLE? %s: the MCP server list is not redacted: %d %s", b.name, r.Status, r.Body)
+			}
+			continue
+		}
+		for _, call := range []struct {
+			method, path string
+			body         map[string]any
+			want         string
+		}{
+			{"POST", mcpBase + "/test", nil, `"tool_count":2`},
+			{"POST", mcpBase + "/tools/refresh", nil, `"tool_count":2`},
+			{"PUT", mcpBase + "/tools/add/toggle", nil, `"success":true`},
+			{"PUT", mcpBase + "/tools/add/toggle", nil, `"success":true`},
+			{"PUT", mcpBase + "/status", map[string]any{"enabled": false}, `"enabled":false`},
+			{"PUT", mcpBase + "/status", map[string]any{"enabled": true}, `"enabled":true`},
+			{"PUT", mcpBase, map[string]any{"description": "set by " + b.name}, `"description":"set by ` + b.name + `"`},
+			{"POST", "/api/system/mcp-servers", map[string]any{"name": fmt.Sprintf("fixture-%d", i), "transport": "streamable_http", "url": fx.URL},
+				fmt.Sprintf(`"slug":"fixture-%d"`, i)},
+			{"DELETE", fmt.Sprintf("/api/system/mcp-servers/fixture-%d", i), nil, `"success":true`},
+		} {
+			r := b.c.Do(call.method, call.path, call.body)
+			calls++
+			if r.Status != http.StatusOK || !strings.Contains(string(r.Body), call.want) || strings.Contains(string(r.Body), mcpHeaderSecret) {
+				t.Errorf("%s: %s %s: %d %s, want 200 with %s", b.name, call.method, call.path, r.Status, r.Body, call.want)
+			}
+		}
+	}
+	if d := super.OK("GET", mcpBase, nil)["data"].(map[string]any); d["has_headers"] != true || len(d["disabled_tools"].([]any)) != 0 || d["enabled"] != true {
+		t.Errorf("the MCP server after the admins' operations: %v", d)
+	}
+	if n := fx.Calls.Load(); n != 0 {
+		t.Errorf("an administration route called a tool of the MCP server (%d calls)", n)
+	}
+
 	// Every role meets every route's role rule: anonymous callers get 401
 	// and callers below the route's role 403 *_required, before any
 	// handler runs (route_table_test checks the same with a bare server).
@@ -769,7 +840,7 @@ func TestTwoAccountSuite(t *testing.T) {
 		if rt.Access == intake.Public {
 			continue
 		}
-		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake"}
+		all := map[string]string{"backend_id": agent.BackendChatbot, "uid": "alice", "key": "fast_model", "provider_id": "fake", "tool_name": "add"}
 		for _, m := range []map[string]string{identityIDs, chatIDs, kbIDs, skillIDs, {"suite_id": suiteID}} {
 			maps.Copy(all, m)
 		}
@@ -895,6 +966,12 @@ func TestTwoAccountSuite(t *testing.T) {
 	alice.OK("DELETE", "/api/projects/"+projectID, nil)
 	if _, err := sb.Client.Stat(ctx, projectScope, sandbox.ProjectDir(projectID)); !sandbox.IsCode(err, "not_found") {
 		t.Errorf("deleted project's folder: %v", err)
+	}
+
+	// ext3: an admin deletes the MCP server (last: the routes above used it).
+	outsider.OK("DELETE", mcpBase, nil)
+	if r := super.Do("GET", mcpBase, nil); r.Status != http.StatusNotFound || r.Code() != "mcp_server_not_found" {
+		t.Errorf("deleted MCP server: %d %s", r.Status, r.Body)
 	}
 
 	covered, total, missing := cover.summary()

@@ -126,6 +126,8 @@ type Handler struct {
 	stream Stream
 	cfg    Config
 	log    *slog.Logger
+	// workspace reads the prompt files (nil without cfg.Workspace).
+	workspace *WorkspacePrompt
 }
 
 // New returns the handler.
@@ -145,7 +147,11 @@ func New(runs *run.Store, models Models, tools Tools, stream Stream, cfg Config,
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{runs: runs, models: models, tools: tools, stream: stream, cfg: cfg, log: log}
+	h := &Handler{runs: runs, models: models, tools: tools, stream: stream, cfg: cfg, log: log}
+	if cfg.Workspace != nil {
+		h.workspace = NewWorkspacePrompt(cfg.Workspace, log)
+	}
+	return h
 }
 
 // Register adds the handler to a function router.
@@ -188,6 +194,12 @@ type step struct {
 	claim run.Claim
 	r     run.Run
 	owner run.Owner
+	// steers are shown to the model this step and stored with its answer.
+	steers []run.Steer
+	// summaryCalled: this step made a context summary call, which used
+	// summaryUsage (counted in the step's usage).
+	summaryCalled bool
+	summaryUsage  llm.Usage
 }
 
 func (s *step) execute(ctx context.Context) error {
@@ -221,37 +233,20 @@ func (s *step) execute(ctx context.Context) error {
 	if err != nil {
 		return s.release(ctx, fmt.Errorf("steers for sub-agent run %s: %w", r.ID, err)) // retried
 	}
-	msgs = append(msgs, steers...)
+	s.steers = steers
+	msgs = append(msgs, steerMessages(steers)...)
 	req := llm.Request{Model: modelID, Messages: msgs, Tools: toolSpecs(specs)}
 
-	call := budget.Call{RunID: r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, UID: r.UID, Agent: r.AgentSlug}
-	settle := false
-	if h.cfg.Budgets != nil {
-		var ref *budget.Refusal
-		ref, settle, err = s.admit(ctx, call, msgs)
-		if errors.Is(err, run.ErrLeaseLost) {
-			return nil
-		}
-		if err != nil {
-			return s.release(ctx, err) // retried
-		}
-		if ref != nil {
-			return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: budget.ErrorType, ErrorMessage: ref.Error()})
-		}
-	}
 	started := time.Now()
 	out, err := s.streamModel(ctx, model, req)
-	if settle {
-		// Charged whatever follows: the provider spent the tokens.
-		if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(msgs, out.resp)); serr != nil {
-			h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
-		}
-	}
 	if err != nil {
 		return err
 	}
 	if out.leaseLost {
 		return nil // another attempt owns the run now
+	}
+	if out.refused != nil {
+		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: budget.ErrorType, ErrorMessage: out.refused.Error()})
 	}
 	if out.failed != nil {
 		return s.finish(ctx, run.Finish{Status: run.StatusFailed, ErrorType: "model_error", ErrorMessage: out.failed.Error()})
@@ -347,6 +342,7 @@ type modelOutcome struct {
 	cancelled       bool
 	leaseLost       bool
 	failed          error
+	refused         *budget.Refusal // a token budget refused the call (a retry's too)
 }
 
 // streamModel runs the model turn with retries, streaming deltas to the run's
@@ -398,6 +394,22 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 	backoff := h.cfg.RetryBackoff
 	var lastErr error
 	for try := 0; ; try++ {
+		// Each try is a model call of its own: admitted by the budgets
+		// before it (a retry too) and charged after it.
+		call := s.budgetCall(budget.CallTurn + try)
+		settle := false
+		if h.cfg.Budgets != nil {
+			ref, ok, err := s.admit(ctx, call, req.Messages)
+			switch {
+			case errors.Is(err, run.ErrLeaseLost):
+				return modelOutcome{leaseLost: true}, nil
+			case err != nil:
+				return modelOutcome{}, s.release(ctx, err) // retried
+			case ref != nil:
+				return modelOutcome{refused: ref}, nil
+			}
+			settle = ok
+		}
 		msgID := fmt.Sprintf("%s:%d:%d:%s", r.ID, s.in.StepNo, s.owner.Attempt, nonce())
 		switch {
 		case try > 0:
@@ -434,6 +446,12 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			}
 			return s.forward(streamCtx, b, msgID, d)
 		})
+		if settle {
+			// Charged whatever follows: the provider spent the tokens.
+			if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(req.Messages, resp)); serr != nil {
+				h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
+			}
+		}
 		if errors.Is(err, errGuardBlocked) {
 			_ = b.Close(context.WithoutCancel(ctx))
 			return modelOutcome{streamMessageID: msgID, blocked: true}, nil
@@ -480,14 +498,22 @@ func (s *step) commit(ctx context.Context, started time.Time, out modelOutcome) 
 		TotalTokens: out.resp.Usage.TotalTokens, Reported: out.resp.Usage.Reported,
 		CacheReadTokens: out.resp.Usage.CacheReadTokens, CacheReported: out.resp.Usage.CacheReported}
 	stepUsage := run.AddUsage(nil, r.Payload.ModelSpec, u)
+	tokenUsage := run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u)
+	if s.summaryCalled {
+		// The context summary's model call counts with the step's.
+		v := usageOf(s.summaryUsage)
+		stepUsage = run.AddUsage(stepUsage, r.Payload.ModelSpec, v)
+		tokenUsage = run.AddUsage(tokenUsage, r.Payload.ModelSpec, v)
+	}
 	h.crash("step.before_commit")
 	c := run.StepCommit{
 		Run: r, StepNo: s.in.StepNo, Owner: s.owner, StartedAt: started,
 		Content: out.resp.Content, Reasoning: out.resp.Reasoning, ToolCalls: calls,
 		StreamMessageID: out.streamMessageID, ModelSpec: r.Payload.ModelSpec,
-		StepUsage: stepUsage, TokenUsage: run.AddUsage(r.TokenUsage, r.Payload.ModelSpec, u), Partial: out.cancelled,
+		StepUsage: stepUsage, TokenUsage: tokenUsage, Partial: out.cancelled,
 		GuardBlocked:    out.blocked,
 		UsedToolCallIDs: usedToolCallIDs(s.claim.Transcript),
+		Steers:          s.steers,
 	}
 	res, err := h.runs.CommitStep(ctx, c)
 	if errors.Is(err, run.ErrDuplicateStep) || errors.Is(err, run.ErrLeaseLost) {

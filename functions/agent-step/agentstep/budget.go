@@ -65,6 +65,18 @@ func (s *step) admit(ctx context.Context, c budget.Call, msgs []llm.Message) (re
 	}
 }
 
+// budgetCall is the step attempt's model call n (budget.CallSummary,
+// budget.CallTurn + try).
+func (s *step) budgetCall(n int) budget.Call {
+	return budget.Call{RunID: s.r.ID, StepNo: s.in.StepNo, Attempt: s.owner.Attempt, CallNo: n, UID: s.r.UID, Agent: s.r.AgentSlug}
+}
+
+// usageOf is a model call's usage as run records it.
+func usageOf(u llm.Usage) run.Usage {
+	return run.Usage{InputTokens: u.InputTokens, OutputTokens: u.OutputTokens, TotalTokens: u.TotalTokens, Reported: u.Reported,
+		CacheReadTokens: u.CacheReadTokens, CacheReported: u.CacheReported}
+}
+
 // charged is what a model call costs a budget: the provider's total when it
 // reported usage, otherwise an estimate of the request and the answer.
 func charged(msgs []llm.Message, resp llm.Response) int64 {

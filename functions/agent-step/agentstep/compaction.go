@@ -3,6 +3,7 @@ package agentstep
 import (
 	"context"
 
+	"github.com/yuxi-serverless/yuxi/shared/budget"
 	"github.com/yuxi-serverless/yuxi/shared/compaction"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/run"
@@ -106,7 +107,28 @@ func (s *step) contextMessages(ctx context.Context, model llm.ChatModel, modelID
 		if summary != "" {
 			in = append([]llm.Message{{Role: llm.RoleUser, Content: "Summary so far:\n" + summary}}, in...)
 		}
-		text, _, err := compaction.Summarise(ctx, model, modelID, cfg, in)
+		// The summary is a model call like the turn's: admitted by the
+		// budgets, charged, and counted in the step's usage.
+		call, settle := s.budgetCall(budget.CallSummary), false
+		if s.h.cfg.Budgets != nil {
+			ref, ok, err := s.admit(ctx, call, in)
+			if err != nil {
+				return nil, err
+			}
+			if ref != nil {
+				// Nothing left: the turn's own admission ends the run.
+				s.compressionEvent(ctx, compressionEvent{Phase: "failed", Level: "l2", TokensBefore: before, Error: ref.Error()})
+				return l1, nil
+			}
+			settle = ok
+		}
+		text, usage, err := compaction.Summarise(ctx, model, modelID, cfg, in)
+		s.summaryCalled, s.summaryUsage = err == nil || usage.Reported, usage
+		if settle {
+			if serr := s.h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(in, llm.Response{Content: text, Usage: usage})); serr != nil {
+				s.h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
+			}
+		}
 		if err != nil {
 			// The run goes on with the L1 view; the next step tries again.
 			s.compressionEvent(ctx, compressionEvent{Phase: "failed", Level: "l2", TokensBefore: before, Error: err.Error()})

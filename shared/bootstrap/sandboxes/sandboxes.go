@@ -87,6 +87,7 @@ func Outputs(core *bootstrap.Core) func(ctx context.Context, c tool.Call, name s
 // WorkspaceReader reads files of a user's workspace (agent-step's prompt
 // files).
 type WorkspaceReader interface {
+	List(ctx context.Context, s sandbox.Scope, path string, depth int) ([]sandbox.Entry, bool, error)
 	ReadFile(ctx context.Context, s sandbox.Scope, path string, maxBytes int64) (data []byte, size int64, truncated bool, err error)
 }
 
