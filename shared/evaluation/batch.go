@@ -161,6 +161,16 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 	// handed back to the relay when the chain stops short of committing it.
 	var kept []outbox.Row
 	release := func() { s.ob.Publish(context.WithoutCancel(ctx), kept) }
+	// stop ends the chain on a transient error: the delivery's own batch is
+	// retried by its delivery; a chained one by the kept event's.
+	stop := func(batch int, err error) error {
+		if batch == first {
+			return err
+		}
+		s.log.Warn("evaluation chain stopped: the relay redelivers the batch", "run", r.RunID, "batch", batch, "error", err)
+		release()
+		return nil
+	}
 	batchStart := start
 	f, ok := <-next
 	for ok {
@@ -175,12 +185,7 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 			return s.failRun(ctx, r, err)
 		}
 		if err != nil {
-			if f.batch == first {
-				return err
-			}
-			s.log.Warn("evaluation chain stopped: the relay redelivers the batch", "run", r.RunID, "batch", f.batch, "error", err)
-			release()
-			return nil
+			return stop(f.batch, err)
 		}
 		s.crash("evaluate.batch_evaluated")
 		var nf *inFlight
@@ -192,12 +197,7 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 		}
 		rows, committed, err := s.commitBatch(ctx, r, f, kept, keep)
 		if err != nil {
-			if f.batch == first {
-				return err
-			}
-			s.log.Warn("evaluation chain stopped: the relay redelivers the batch", "run", r.RunID, "batch", f.batch, "error", err)
-			release()
-			return nil
+			return stop(f.batch, err)
 		}
 		s.crash("evaluate.batch_committed")
 		if !committed {
