@@ -18,10 +18,12 @@ import (
 
 // itemResult is one evaluated item, as stored.
 type itemResult struct {
-	item      Item
-	answer    *string
-	retrieved []kb.Result
-	metrics   map[string]any
+	item    Item
+	answer  *string
+	metrics map[string]any
+	// The JSON of gold ids, retrieved chunks and metrics, encoded by the
+	// item's worker so that the batch's commit only writes.
+	goldJSON, retrievedJSON, metricsJSON []byte
 }
 
 // EvaluateBatch evaluates batch batch of run runID and commits it: the
@@ -230,13 +232,11 @@ func (s *Service) commitBatch(ctx context.Context, r Run, f *inFlight, settle []
 		// One round trip for the batch's rows and the kept event's settlement.
 		var b pgx.Batch
 		for _, res := range f.out {
-			gold, _ := json.Marshal(res.item.GoldChunkIDs)
-			ret, _ := json.Marshal(res.retrieved)
-			met, _ := json.Marshal(res.metrics)
 			b.Queue(`INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
 				gold_answer, generated_answer, retrieved_chunks, metrics) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
 				ON CONFLICT (run_id, item_index) DO NOTHING`,
-				r.RunID, res.item.ItemIndex, res.item.ItemID, res.item.Query, gold, res.item.GoldAnswer, res.answer, ret, met)
+				r.RunID, res.item.ItemIndex, res.item.ItemID, res.item.Query, res.goldJSON, res.item.GoldAnswer, res.answer,
+				res.retrievedJSON, res.metricsJSON)
 		}
 		outbox.QueueSettle(&b, settle)
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
@@ -320,7 +320,7 @@ func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Da
 	for i, c := range res {
 		ids[i], docs[i], contents[i] = c.ID, c.FileID, c.Content
 	}
-	out := itemResult{item: it, retrieved: res, metrics: map[string]any{}}
+	out := itemResult{item: it, metrics: map[string]any{}}
 	if d.HasGoldChunks && len(it.GoldChunkIDs) > 0 {
 		for k, v := range RetrievalScores(ids, docs, it.GoldChunkIDs) {
 			out.metrics[k] = v
@@ -343,5 +343,8 @@ func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Da
 		out.metrics["score"] = j.Score
 		out.metrics["reasoning"] = j.Reasoning
 	}
+	out.goldJSON, _ = json.Marshal(it.GoldChunkIDs)
+	out.retrievedJSON, _ = json.Marshal(res)
+	out.metricsJSON, _ = json.Marshal(out.metrics)
 	return out, nil
 }
