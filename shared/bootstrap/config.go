@@ -161,6 +161,13 @@ type Config struct {
 	// many files are parsed, and how many indexed, at once (default half the
 	// CPUs, at least 1), so that ingestion leaves cores to the API and chat.
 	IngestConcurrency int
+	// EvalBatchSize is YUXI_EVAL_BATCH_SIZE: the items an evaluation run
+	// commits at once, its unit of progress and of redone work after a
+	// crash (default 10, 1–1000; fixed per run when it starts).
+	// EvalConcurrency is YUXI_EVAL_CONCURRENCY: a RAG run's items evaluated
+	// at once (default 4, 1–64).
+	EvalBatchSize   int
+	EvalConcurrency int
 
 	// OutboundAllow is YUXI_OUTBOUND_ALLOW: comma-separated CIDRs and
 	// host:port pairs the SSRF guard lets through although they are
@@ -364,6 +371,21 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("YUXI_INGEST_CONCURRENCY=%q: want an integer between 1 and 256", v)
 		}
 		c.IngestConcurrency = n
+	}
+	for _, n := range []struct {
+		env           string
+		dst           *int
+		def, min, max int
+	}{
+		{"YUXI_EVAL_BATCH_SIZE", &c.EvalBatchSize, 10, 1, 1000},
+		{"YUXI_EVAL_CONCURRENCY", &c.EvalConcurrency, 4, 1, 64},
+	} {
+		*n.dst = n.def
+		if v := getenv(n.env); v != "" {
+			if *n.dst, err = strconv.Atoi(v); err != nil || *n.dst < n.min || *n.dst > n.max {
+				return c, fmt.Errorf("%s=%q: want an integer between %d and %d", n.env, v, n.min, n.max)
+			}
+		}
 	}
 	if c.OutboundAllow, err = netguard.ParseAllow(getenv("YUXI_OUTBOUND_ALLOW")); err != nil {
 		return c, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -17,10 +18,12 @@ import (
 
 // itemResult is one evaluated item, as stored.
 type itemResult struct {
-	item      Item
-	answer    *string
-	retrieved []kb.Result
-	metrics   map[string]any
+	item    Item
+	answer  *string
+	metrics map[string]any
+	// The JSON of gold ids, retrieved chunks and metrics, encoded by the
+	// item's worker so that the batch's commit only writes.
+	goldJSON, retrievedJSON, metricsJSON []byte
 }
 
 // EvaluateBatch evaluates batch batch of run runID and commits it: the
@@ -29,6 +32,14 @@ type itemResult struct {
 // run is gone, no longer running, or past this batch (a redelivery). Errors
 // are transient (the event is redelivered and the batch redone) unless
 // marked by failure: a failure.Error ends the run as failed.
+//
+// A RAG run's delivery then goes on with the following batches itself (a
+// chain, at most Config.ChainFor), evaluating their items with the same
+// bounded concurrency without a pause at batch boundaries while earlier
+// batches commit. Each batch still commits on its own with the next batch's
+// event, which the chain keeps from the relay and settles in the next
+// batch's commit: a crash resumes at the last committed batch, when the
+// sweep publishes the kept event.
 func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) error {
 	if IsSuiteRun(runID) {
 		return s.evaluateSuiteBatch(ctx, runID, batch)
@@ -46,52 +57,218 @@ func (s *Service) EvaluateBatch(ctx context.Context, runID string, batch int) er
 	if stopped, err := s.stopRunIfCancelled(ctx, runID, batch); stopped || err != nil {
 		return err
 	}
-	results, err := s.evaluateItems(ctx, r, batch)
+	env, err := s.runEnv(ctx, r)
 	if _, coded := failure.As(err); coded {
 		return s.failRun(ctx, r, err)
 	}
 	if err != nil {
 		return err
 	}
-	s.crash("evaluate.batch_evaluated")
-	err = s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
+	return s.chain(ctx, r, env, batch)
+}
+
+// runEnv is what every batch of a run reads: the dataset, the KB and the
+// answer and judge models, loaded once per delivery.
+type runEnv struct {
+	d             Dataset
+	k             kb.KB
+	answer, judge llm.ChatModel
+}
+
+func (s *Service) runEnv(ctx context.Context, r Run) (runEnv, error) {
+	var e runEnv
+	var err error
+	if e.d, err = s.dataset(ctx, nil, r.DatasetID, r.KBID); err != nil {
+		return e, err
+	}
+	if e.k, err = s.kbs.Load(ctx, r.KBID); err != nil {
+		return e, err
+	}
+	if r.cfg.AnswerLLM != "" {
+		if e.answer, _, err = s.models.ChatModel(r.cfg.AnswerLLM); err != nil {
+			return e, failure.Unprocessable("invalid_answer_llm", "answer_llm %s: %v", r.cfg.AnswerLLM, err)
+		}
+	}
+	if spec := r.cfg.judgeSpec(); spec != "" && e.d.HasGoldAnswers {
+		if e.judge, _, err = s.models.ChatModel(spec); err != nil {
+			return e, failure.Unprocessable("invalid_judge_llm", "judge model %s: %v", spec, err)
+		}
+	}
+	return e, nil
+}
+
+// chainBatchMax ends a chain after a batch this slow: the next batch's
+// event, kept from the relay, must be settled well within the outbox claim
+// (30s by default), or the sweep delivers it while the chain still works on
+// that batch.
+const chainBatchMax = 5 * time.Second
+
+// inFlight is a batch of a chain whose items are being evaluated.
+type inFlight struct {
+	batch   int
+	items   []Item
+	out     []itemResult
+	errs    []error
+	err     error         // its items could not be read
+	spawned chan struct{} // closed when every item started (or the chain stopped)
+	wg      sync.WaitGroup
+}
+
+// chain evaluates batches first, first+1, … of r and commits each in
+// order. A feeder starts the items of the batches in order, Concurrency at
+// once across batch boundaries, at most one batch ahead of the commits.
+func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup // the feeder and the items
+	defer func() { cancel(); running.Wait() }()
+	start := time.Now()
+	sem := make(chan struct{}, s.cfg.Concurrency)
+	next := make(chan *inFlight, 1)
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		defer close(next)
+		for b := first; b*r.batchSize < r.TotalItems && (b == first || time.Since(start) < s.cfg.ChainFor); b++ {
+			f := &inFlight{batch: b, spawned: make(chan struct{})}
+			f.items, f.err = s.items(ctx, r.DatasetID, b*r.batchSize, r.batchSize)
+			f.out, f.errs = make([]itemResult, len(f.items)), make([]error, len(f.items))
+			select {
+			case next <- f:
+			case <-ctx.Done():
+				return
+			}
+			if f.err != nil {
+				close(f.spawned)
+				return
+			}
+			for i, it := range f.items {
+				select {
+				case sem <- struct{}{}:
+				case <-ctx.Done():
+					for j := i; j < len(f.items); j++ {
+						f.errs[j] = ctx.Err()
+					}
+					close(f.spawned)
+					return
+				}
+				f.wg.Add(1)
+				running.Add(1)
+				go func() {
+					defer func() { <-sem; f.wg.Done(); running.Done() }()
+					f.out[i], f.errs[i] = s.evaluateItem(ctx, env.k, r.cfg, env.d, it, env.answer, env.judge)
+				}()
+			}
+			close(f.spawned)
+		}
+	}()
+
+	// kept is the event of the batch in hand when the chain carries it on:
+	// handed back to the relay when the chain stops short of committing it.
+	var kept []outbox.Row
+	release := func() { s.ob.Publish(context.WithoutCancel(ctx), kept) }
+	// stop ends the chain on a transient error: the delivery's own batch is
+	// retried by its delivery; a chained one by the kept event's.
+	stop := func(batch int, err error) error {
+		if batch == first {
+			return err
+		}
+		s.log.Warn("evaluation chain stopped: the relay redelivers the batch", "run", r.RunID, "batch", batch, "error", err)
+		release()
+		return nil
+	}
+	batchStart := start
+	f, ok := <-next
+	for ok {
+		err := f.err
+		if err == nil {
+			<-f.spawned
+			f.wg.Wait()
+			err = errors.Join(f.errs...)
+		}
+		if _, coded := failure.As(err); coded {
+			release() // a no-op delivery once the run failed
+			return s.failRun(ctx, r, err)
+		}
+		if err != nil {
+			return stop(f.batch, err)
+		}
+		s.crash("evaluate.batch_evaluated")
+		var nf *inFlight
+		keep := false
+		if (f.batch+1)*r.batchSize < r.TotalItems && time.Since(start) < s.cfg.ChainFor && time.Since(batchStart) < chainBatchMax {
+			if nf, keep = <-next; keep && nf.err != nil {
+				keep = false
+			}
+		}
+		rows, committed, err := s.commitBatch(ctx, r, f, kept, keep)
+		if err != nil {
+			return stop(f.batch, err)
+		}
+		s.crash("evaluate.batch_committed")
+		if !committed {
+			release() // raced by another delivery, or the run ended
+			return nil
+		}
+		if !keep || len(rows) == 0 { // done, or cancelled in this commit
+			return nil
+		}
+		kept, f, batchStart = rows, nf, time.Now()
+	}
+	release()
+	return ctx.Err()
+}
+
+// commitBatch commits f's results, r's progress and the next batch's event
+// (or r's completion), settling settle (the event of f kept by the chain).
+// With keep, the rows written are returned instead of published: the chain
+// goes on with the next batch itself. committed is false when the batch
+// was raced by another delivery or the run ended. A cancel requested
+// (cancel.go) ends the run as cancelled in this commit instead of emitting
+// the next batch: no rows are returned then.
+func (s *Service) commitBatch(ctx context.Context, r Run, f *inFlight, settle []outbox.Row, keep bool) ([]outbox.Row, bool, error) {
+	committed := false
+	rows, err := s.ob.TxRows(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
 		// The row lock taken here orders this commit with a cancel (cancel.go).
 		var cancelled bool
 		err := tx.QueryRow(ctx, `UPDATE evaluation_runs SET next_batch = $3, completed_items = completed_items + $4
 			WHERE run_id = $1 AND next_batch = $2 AND status = 'running' RETURNING cancel_requested_at IS NOT NULL`,
-			runID, batch, batch+1, len(results)).Scan(&cancelled)
+			r.RunID, f.batch, f.batch+1, len(f.out)).Scan(&cancelled)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return nil // raced by another delivery of this batch, or the run ended
+			return nil
 		}
 		if err != nil {
 			return err
 		}
-		// One round trip for the batch's rows.
+		committed = true
+		// One round trip for the batch's rows and the kept event's settlement.
 		var b pgx.Batch
-		for _, res := range results {
-			gold, _ := json.Marshal(res.item.GoldChunkIDs)
-			ret, _ := json.Marshal(res.retrieved)
-			met, _ := json.Marshal(res.metrics)
+		for _, res := range f.out {
 			b.Queue(`INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
 				gold_answer, generated_answer, retrieved_chunks, metrics) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
 				ON CONFLICT (run_id, item_index) DO NOTHING`,
-				runID, res.item.ItemIndex, res.item.ItemID, res.item.Query, gold, res.item.GoldAnswer, res.answer, ret, met)
+				r.RunID, res.item.ItemIndex, res.item.ItemID, res.item.Query, res.goldJSON, res.item.GoldAnswer, res.answer,
+				res.retrievedJSON, res.metricsJSON)
 		}
+		outbox.QueueSettle(&b, settle)
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
 		}
-		if (batch+1)*r.batchSize < r.TotalItems {
+		if (f.batch+1)*r.batchSize < r.TotalItems {
 			if cancelled {
-				return cancelRunTx(ctx, tx, runID)
+				return cancelRunTx(ctx, tx, r.RunID)
 			}
-			return emit(batchEvent(runID, batch+1))
+			return emit(batchEvent(r.RunID, f.batch+1))
 		}
 		return s.completeTx(ctx, tx, emit, r)
 	})
-	if err == nil {
-		s.crash("evaluate.batch_committed")
+	if err != nil {
+		return nil, false, err
 	}
-	return err
+	if !keep {
+		s.ob.Publish(ctx, rows)
+		rows = nil
+	}
+	return rows, committed, nil
 }
 
 // failRun ends a run as failed with metrics {error}, as the original.
@@ -138,47 +315,6 @@ func (s *Service) completeTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r
 	return s.gateTx(ctx, tx, emit, r, metrics, overall)
 }
 
-// evaluateItems evaluates the batch's items, Concurrency at once.
-func (s *Service) evaluateItems(ctx context.Context, r Run, batch int) ([]itemResult, error) {
-	d, err := s.dataset(ctx, nil, r.DatasetID, r.KBID)
-	if err != nil {
-		return nil, err
-	}
-	items, err := s.items(ctx, r.DatasetID, batch*r.batchSize, r.batchSize)
-	if err != nil {
-		return nil, err
-	}
-	k, err := s.kbs.Load(ctx, r.KBID)
-	if err != nil {
-		return nil, err
-	}
-	var answerModel, judgeModel llm.ChatModel
-	if r.cfg.AnswerLLM != "" {
-		if answerModel, _, err = s.models.ChatModel(r.cfg.AnswerLLM); err != nil {
-			return nil, failure.Unprocessable("invalid_answer_llm", "answer_llm %s: %v", r.cfg.AnswerLLM, err)
-		}
-	}
-	if spec := r.cfg.judgeSpec(); spec != "" && d.HasGoldAnswers {
-		if judgeModel, _, err = s.models.ChatModel(spec); err != nil {
-			return nil, failure.Unprocessable("invalid_judge_llm", "judge model %s: %v", spec, err)
-		}
-	}
-	out := make([]itemResult, len(items))
-	errs := make([]error, len(items))
-	sem := make(chan struct{}, s.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, it := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			out[i], errs[i] = s.evaluateItem(ctx, k, r.cfg, d, it, answerModel, judgeModel)
-		}()
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
 // evaluateItem retrieves one query and scores it.
 func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Dataset, it Item, answerModel, judgeModel llm.ChatModel) (itemResult, error) {
 	res, err := s.ret.Query(ctx, k, it.Query, cfg.Retrieval, "")
@@ -198,7 +334,7 @@ func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Da
 	for i, c := range res {
 		ids[i], docs[i], contents[i] = c.ID, c.FileID, c.Content
 	}
-	out := itemResult{item: it, retrieved: res, metrics: map[string]any{}}
+	out := itemResult{item: it, metrics: map[string]any{}}
 	if d.HasGoldChunks && len(it.GoldChunkIDs) > 0 {
 		for k, v := range RetrievalScores(ids, docs, it.GoldChunkIDs) {
 			out.metrics[k] = v
@@ -221,5 +357,8 @@ func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Da
 		out.metrics["score"] = j.Score
 		out.metrics["reasoning"] = j.Reasoning
 	}
+	out.goldJSON, _ = json.Marshal(it.GoldChunkIDs)
+	out.retrievedJSON, _ = json.Marshal(res)
+	out.metricsJSON, _ = json.Marshal(out.metrics)
 	return out, nil
 }

@@ -35,6 +35,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -71,6 +72,15 @@ type Outbox interface {
 	Tx(ctx context.Context, pool interface {
 		Begin(context.Context) (pgx.Tx, error)
 	}, fn func(tx pgx.Tx, emit outbox.Emit) error) error
+	// TxRows is Tx returning the committed rows unpublished (a chain of
+	// batches keeps the next batch's event); Publish hands rows to the relay.
+	TxRows(ctx context.Context, pool interface {
+		Begin(context.Context) (pgx.Tx, error)
+	}, fn func(tx pgx.Tx, emit outbox.Emit) error) ([]outbox.Row, error)
+	Publish(ctx context.Context, rows []outbox.Row)
+	// InsertCTE renders an event's insert as a CTE of the caller's own
+	// statement (a run started in one round trip).
+	InsertCTE(ctx context.Context, p outbox.Pending, name, guard string, first int) (outbox.CTE, error)
 }
 
 // Config tunes runs.
@@ -78,8 +88,12 @@ type Config struct {
 	// BatchSize is the number of items a run commits at once (default 10):
 	// the unit of progress and of redone work after a crash.
 	BatchSize int
-	// Concurrency bounds the items of a batch evaluated at once (default 4).
+	// Concurrency bounds the items of a run evaluated at once (default 4).
 	Concurrency int
+	// ChainFor is how long one delivery of a RAG run's batch event goes on
+	// with the following batches itself (default 10s; a batch slower than
+	// 5s also ends the chain); a negative value: one batch per delivery.
+	ChainFor time.Duration
 	// Crash is called at named crash points (tests): evaluate.batch_evaluated
 	// (a batch's items evaluated, nothing committed) and
 	// evaluate.batch_committed (committed; its next event handed to the
@@ -120,6 +134,7 @@ type Service struct {
 	agents   Agents
 	langfuse Langfuse
 	guard    *netguard.Guard
+	crons    *cronCache
 }
 
 // New returns the use cases over d.
@@ -130,11 +145,14 @@ func New(d Deps) *Service {
 	if d.Config.Concurrency <= 0 {
 		d.Config.Concurrency = 4
 	}
+	if d.Config.ChainFor == 0 {
+		d.Config.ChainFor = 10 * time.Second
+	}
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
 	return &Service{pool: d.Pool, ob: d.Outbox, kbs: d.KBs, ret: d.Retriever, models: d.Models, cfg: d.Config, log: d.Log,
-		agents: d.Agents, langfuse: d.Langfuse, guard: d.Outbound}
+		agents: d.Agents, langfuse: d.Langfuse, guard: d.Outbound, crons: &cronCache{}}
 }
 
 func (s *Service) crash(point string) {

@@ -155,41 +155,63 @@ func (s *Service) StartRun(ctx context.Context, sub access.Subject, kbID string,
 	if err != nil {
 		return "", err
 	}
-	var runID string
-	err = s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		var err error
-		runID, err = s.StartRunTx(ctx, tx, emit, kbID, in.DatasetID, in.Name, cfg, sub.UID, nil)
-		return err
-	})
-	return runID, err
+	return s.startRun(ctx, kbID, in.DatasetID, in.Name, cfg, sub.UID, nil)
 }
 
-// StartRunTx creates the run of dataset datasetID (of kbID) with cfg in tx and
-// emits its first batch. scheduleID names the schedule that started it, if any.
-func (s *Service) StartRunTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, kbID, datasetID string, name *string, cfg RunConfig,
-	createdBy string, scheduleID *string) (string, error) {
-	d, err := s.dataset(ctx, tx, datasetID, kbID)
+// fireAt is the schedule and due time a scheduled run is started for.
+type fireAt struct {
+	scheduleID string
+	due        time.Time
+}
+
+// startRun creates the run of dataset datasetID (of kbID) with cfg and its
+// first batch's event in one statement: one round trip, its own
+// transaction. With fire, the schedule's fire row (schedule, due time) is
+// written by the same statement and guards it: a due time fired already
+// starts nothing ("" and no error), however many ticks race for it.
+func (s *Service) startRun(ctx context.Context, kbID, datasetID string, name *string, cfg RunConfig, createdBy string, fire *fireAt) (string, error) {
+	d, err := s.dataset(ctx, nil, datasetID, kbID)
 	if err != nil {
 		return "", err
 	}
 	if !d.Ready() {
 		return "", ErrDatasetNotReady
 	}
-	var total int
-	if err := tx.QueryRow(ctx, `SELECT count(*) FROM evaluation_dataset_items WHERE dataset_id = $1`, datasetID).Scan(&total); err != nil {
-		return "", err
-	}
-	if total == 0 {
+	if d.ItemCount == 0 { // a ready dataset's item_count is its items' count
 		return "", failure.Invalid("empty_dataset", "the dataset has no items")
 	}
 	runID := newID("run_", 4)
 	conf, _ := json.Marshal(cfg)
-	if _, err := tx.Exec(ctx, `INSERT INTO evaluation_runs (run_id, name, kb_id, dataset_id, status, retrieval_config, total_items,
-		batch_size, schedule_id, created_by) VALUES ($1,$2,$3,$4,'running',$5,$6,$7,$8,$9)`,
-		runID, runName(name, runID, time.Now()), kbID, datasetID, conf, total, s.cfg.BatchSize, scheduleID, createdBy); err != nil {
+	args := []any{runID, runName(name, runID, time.Now()), kbID, datasetID, conf, d.ItemCount, s.cfg.BatchSize, nil, createdBy}
+	guard := "(SELECT 1) one"
+	sql := "WITH "
+	if fire != nil {
+		args[7] = fire.scheduleID
+		args = append(args, fire.due)
+		sql += `f AS (INSERT INTO evaluation_schedule_fires (schedule_id, due_at, run_id) VALUES ($8, $10, $1)
+			ON CONFLICT DO NOTHING RETURNING 1), `
+		guard = "f"
+	}
+	sql += `r AS (INSERT INTO evaluation_runs (run_id, name, kb_id, dataset_id, status, retrieval_config, total_items, batch_size,
+		schedule_id, created_by) SELECT $1::text, $2::text, $3::text, $4::text, 'running', $5::jsonb, $6::int, $7::int, $8::text, $9::text
+		FROM ` + guard + ` RETURNING run_id), `
+	ev, err := s.ob.InsertCTE(ctx, batchEvent(runID, 0), "o", "r", len(args)+1)
+	if err != nil {
 		return "", err
 	}
-	return runID, emit(batchEvent(runID, 0))
+	var started *string
+	var id *int64
+	if err := s.pool.QueryRow(ctx, sql+ev.SQL+` SELECT (SELECT run_id FROM r), (SELECT id FROM o)`,
+		append(args, ev.Args...)...).Scan(&started, &id); err != nil {
+		return "", err
+	}
+	if started == nil {
+		return "", nil
+	}
+	if row, ok := ev.Row(id); ok {
+		s.ob.Publish(ctx, []outbox.Row{row})
+	}
+	return runID, nil
 }
 
 func batchEvent(runID string, batch int) outbox.Pending {

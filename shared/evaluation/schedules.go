@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -20,6 +22,15 @@ import (
 
 // ErrScheduleNotFound: no such schedule, or one of a KB the caller cannot read.
 var ErrScheduleNotFound = failure.NotFound("schedule_not_found", "evaluation schedule not found")
+
+// ErrAdminRequired: a RAG evaluation schedule or history needs the admin
+// role, as every RAG evaluation route of the original; suites (and their
+// schedules and history) are every user's own.
+var ErrAdminRequired = failure.Forbidden("admin_required", "RAG evaluation schedules and history need the admin role; schedule your own suites with suite_id")
+
+// ragAllowed tells whether sub may see RAG evaluations at all (the
+// original's get_admin_user, before the KB's permission).
+func ragAllowed(sub access.Subject) bool { return sub.Role == "admin" || sub.Role == "superadmin" }
 
 // Gate compares a scheduled run's metric with a baseline: the last passing
 // run of the schedule (baseline "last_passing", the default) or a pinned
@@ -68,6 +79,29 @@ type ScheduleInput struct {
 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// cronCache keeps parsed cron expressions and loaded time zones for ticks
+// (time.LoadLocation reads the zone database on every call). Entries are
+// few: one per distinct (cron, timezone) of the schedules.
+type cronCache struct{ m sync.Map }
+
+type parsedCron struct {
+	sched cron.Schedule
+	loc   *time.Location
+}
+
+func (c *cronCache) parse(expr, tz string) (cron.Schedule, *time.Location, error) {
+	key := expr + "\x00" + tz
+	if v, ok := c.m.Load(key); ok {
+		p := v.(parsedCron)
+		return p.sched, p.loc, nil
+	}
+	sched, loc, err := parseCron(expr, tz)
+	if err == nil {
+		c.m.Store(key, parsedCron{sched, loc})
+	}
+	return sched, loc, err
+}
 
 func parseCron(expr, tz string) (cron.Schedule, *time.Location, error) {
 	loc, err := time.LoadLocation(tz)
@@ -145,7 +179,8 @@ func (s *Service) validateSchedule(ctx context.Context, k kb.KB, sc *Schedule) e
 	return sc.Gate.check()
 }
 
-// CreateSchedule adds a schedule on a KB sub may manage, or on a suite of sub's.
+// CreateSchedule adds a schedule on a KB sub may manage (admins), or on a
+// suite of sub's (any user).
 func (s *Service) CreateSchedule(ctx context.Context, sub access.Subject, in ScheduleInput) (Schedule, error) {
 	var k kb.KB
 	switch {
@@ -155,6 +190,8 @@ func (s *Service) CreateSchedule(ctx context.Context, sub access.Subject, in Sch
 		if _, err := s.suite(ctx, sub, in.SuiteID); err != nil {
 			return Schedule{}, err
 		}
+	case !ragAllowed(sub):
+		return Schedule{}, ErrAdminRequired
 	default:
 		var err error
 		if k, err = s.kbs.GetManaged(ctx, sub, in.KBID); err != nil {
@@ -206,7 +243,9 @@ func apply(sc *Schedule, in ScheduleInput) {
 	}
 }
 
-// schedule loads a schedule and checks sub's access to its KB.
+// schedule loads a schedule and checks sub's access to its target: a
+// suite of sub's, or a KB sub may read (manage) when sub is an admin. Any
+// other schedule is not found.
 func (s *Service) schedule(ctx context.Context, sub access.Subject, id string, manage bool) (Schedule, kb.KB, error) {
 	sc, err := scanSchedule(s.pool.QueryRow(ctx, `SELECT `+scheduleCols+` FROM evaluation_schedules WHERE schedule_id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -222,6 +261,9 @@ func (s *Service) schedule(ctx context.Context, sub access.Subject, id string, m
 		}
 		return sc, k, nil
 	}
+	if !ragAllowed(sub) {
+		return Schedule{}, kb.KB{}, ErrScheduleNotFound
+	}
 	if manage {
 		k, err = s.kbs.GetManaged(ctx, sub, sc.KBID)
 	} else {
@@ -233,13 +275,14 @@ func (s *Service) schedule(ctx context.Context, sub access.Subject, id string, m
 	return sc, k, err
 }
 
-// GetSchedule returns a schedule of a KB sub may read.
+// GetSchedule returns a schedule of a KB sub may read, or of a suite of sub's.
 func (s *Service) GetSchedule(ctx context.Context, sub access.Subject, id string) (Schedule, error) {
 	sc, _, err := s.schedule(ctx, sub, id, false)
 	return sc, err
 }
 
-// Schedules lists the schedules of the KBs sub may read.
+// Schedules lists the schedules of sub's suites and, for an admin, of the
+// KBs sub may read.
 func (s *Service) Schedules(ctx context.Context, sub access.Subject) ([]Schedule, error) {
 	rows, err := s.pool.Query(ctx, `SELECT `+scheduleCols+` FROM evaluation_schedules ORDER BY created_at DESC, id DESC`)
 	if err != nil {
@@ -260,6 +303,9 @@ func (s *Service) Schedules(ctx context.Context, sub access.Subject) ([]Schedule
 			}
 			continue
 		}
+		if !ragAllowed(sub) {
+			continue
+		}
 		ok, seen := readable[sc.KBID]
 		if !seen {
 			_, err := s.kbs.Get(ctx, sub, sc.KBID)
@@ -273,7 +319,7 @@ func (s *Service) Schedules(ctx context.Context, sub access.Subject) ([]Schedule
 	return out, nil
 }
 
-// UpdateSchedule changes a schedule of a KB sub may manage.
+// UpdateSchedule changes a schedule of a KB sub may manage, or of a suite of sub's.
 func (s *Service) UpdateSchedule(ctx context.Context, sub access.Subject, id string, in ScheduleInput) (Schedule, error) {
 	sc, k, err := s.schedule(ctx, sub, id, true)
 	if err != nil {
@@ -292,7 +338,8 @@ func (s *Service) UpdateSchedule(ctx context.Context, sub access.Subject, id str
 		id, sc.Name, sc.Cron, sc.Timezone, sc.DatasetID, sc.ModelConfig, gate, sc.Enabled, sc.WebhookURL))
 }
 
-// DeleteSchedule deletes a schedule of a KB sub may manage (its runs stay).
+// DeleteSchedule deletes a schedule of a KB sub may manage, or of a suite
+// of sub's (its runs stay).
 func (s *Service) DeleteSchedule(ctx context.Context, sub access.Subject, id string) error {
 	if _, _, err := s.schedule(ctx, sub, id, true); err != nil {
 		return err
@@ -332,7 +379,7 @@ func (s *Service) Tick(ctx context.Context, at time.Time) ([]string, error) {
 	var started []string
 	var errs []error
 	for _, sc := range all {
-		sched, loc, err := parseCron(sc.Cron, sc.Timezone)
+		sched, loc, err := s.crons.parse(sc.Cron, sc.Timezone)
 		if err != nil {
 			continue // validated on save; a zone database change cannot be fixed by retrying
 		}
@@ -356,35 +403,24 @@ func (s *Service) Tick(ctx context.Context, at time.Time) ([]string, error) {
 	return started, errors.Join(errs...)
 }
 
-// fire starts sc's run for due unless it was started already.
+// fire starts sc's run for due unless it was started already: two reads
+// (the KB's retrieval options, under the schedule's model_config, and the
+// dataset) and one statement writing the fire row, the run and its first
+// batch's event (startRun).
 func (s *Service) fire(ctx context.Context, sc Schedule, due time.Time) (string, error) {
 	if sc.SuiteID != "" {
 		return s.fireSuite(ctx, sc, due)
 	}
-	var runID string
-	err := s.ob.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		tag, err := tx.Exec(ctx, `INSERT INTO evaluation_schedule_fires (schedule_id, due_at) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
-			sc.ScheduleID, due)
-		if err != nil || tag.RowsAffected() == 0 {
-			return err
-		}
-		k, err := s.kbs.Load(ctx, sc.KBID)
-		if err != nil {
-			return err
-		}
-		cfg, err := ResolveConfig(k, sc.ModelConfig)
-		if err != nil {
-			return err
-		}
-		name := fmt.Sprintf("%s %s", strings.TrimSpace(sc.Name+" scheduled"), due.UTC().Format(time.RFC3339))
-		id := sc.ScheduleID
-		if runID, err = s.StartRunTx(ctx, tx, emit, sc.KBID, sc.DatasetID, &name, cfg, sc.CreatedBy, &id); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, `UPDATE evaluation_schedule_fires SET run_id = $3 WHERE schedule_id = $1 AND due_at = $2`, sc.ScheduleID, due, runID)
-		return err
-	})
-	return runID, err
+	k, err := s.kbs.Load(ctx, sc.KBID)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := ResolveConfig(k, sc.ModelConfig)
+	if err != nil {
+		return "", err
+	}
+	name := fmt.Sprintf("%s %s", strings.TrimSpace(sc.Name+" scheduled"), due.UTC().Format(time.RFC3339))
+	return s.startRun(ctx, sc.KBID, sc.DatasetID, &name, cfg, sc.CreatedBy, &fireAt{scheduleID: sc.ScheduleID, due: due})
 }
 
 // gateTx applies the gate of the schedule that started RAG run r, if any.
@@ -483,7 +519,9 @@ type HistoryPoint struct {
 
 // History is metric (default overall_score) over time, oldest first, for
 // the completed runs of target — a KB id, a suite id or a schedule id — or,
-// without a target, of every KB sub may read.
+// without a target, of sub's suites and (admins) every KB sub may read.
+// Suites and their schedules are their owner's; KB targets need the admin
+// role.
 func (s *Service) History(ctx context.Context, sub access.Subject, target, metric string) ([]HistoryPoint, error) {
 	if metric == "" {
 		metric = "overall_score"
@@ -501,12 +539,41 @@ func (s *Service) History(ctx context.Context, sub access.Subject, target, metri
 			return s.suiteHistory(ctx, sub, sc.SuiteID, sc.ScheduleID, metric)
 		}
 		schedFilter = sc.ScheduleID
-	case target != "":
+	case target == "":
+		return s.allHistory(ctx, sub, metric)
+	case !ragAllowed(sub):
+		return nil, ErrAdminRequired
+	default:
 		if _, err := s.kbs.Get(ctx, sub, target); err != nil {
 			return nil, err
 		}
 		kbFilter = target
 	}
+	return s.ragHistory(ctx, sub, kbFilter, schedFilter, metric)
+}
+
+// allHistory is History without a target: sub's suites' runs and, for an
+// admin, the RAG runs of every KB sub may read, by completion time.
+func (s *Service) allHistory(ctx context.Context, sub access.Subject, metric string) ([]HistoryPoint, error) {
+	out, err := s.suiteHistory(ctx, sub, "", "", metric)
+	if err != nil || !ragAllowed(sub) {
+		return out, err
+	}
+	rag, err := s.ragHistory(ctx, sub, "", "", metric)
+	if err != nil {
+		return nil, err
+	}
+	out = append(rag, out...)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].CompletedAt, out[j].CompletedAt
+		return a != nil && b != nil && a.Before(*b)
+	})
+	return out, nil
+}
+
+// ragHistory is the RAG runs' points of a KB, a schedule, or every KB sub
+// may read.
+func (s *Service) ragHistory(ctx context.Context, sub access.Subject, kbFilter, schedFilter, metric string) ([]HistoryPoint, error) {
 	rows, err := s.pool.Query(ctx, `SELECT run_id, kb_id, schedule_id, completed_at, metrics, overall_score, gate_status FROM evaluation_runs
 		WHERE status = 'completed' AND ($1 = '' OR kb_id = $1) AND ($2 = '' OR schedule_id = $2) ORDER BY completed_at, id`, kbFilter, schedFilter)
 	if err != nil {

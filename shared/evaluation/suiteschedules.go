@@ -127,21 +127,25 @@ func (s *Service) NotifyRegression(ctx context.Context, ev events.EvaluationRegr
 	return fmt.Errorf("regression webhook answered %d", resp.StatusCode)
 }
 
-// suiteHistory is History for a suite of sub's (or one of its schedules).
+// suiteHistory is History for a suite of sub's (or one of its schedules),
+// or, without a suite, for all of sub's suites.
 func (s *Service) suiteHistory(ctx context.Context, sub access.Subject, suiteID, scheduleID, metric string) ([]HistoryPoint, error) {
-	if _, err := s.suite(ctx, sub, suiteID); err != nil {
-		return nil, err
+	if suiteID != "" {
+		if _, err := s.suite(ctx, sub, suiteID); err != nil {
+			return nil, err
+		}
 	}
-	rows, err := s.pool.Query(ctx, `SELECT run_id, schedule_id, completed_at, metrics, overall_score, gate_status FROM evaluation_suite_runs
-		WHERE status = 'completed' AND suite_id = $1 AND ($2 = '' OR schedule_id = $2) ORDER BY completed_at, id`, suiteID, scheduleID)
+	rows, err := s.pool.Query(ctx, `SELECT run_id, suite_id, schedule_id, completed_at, metrics, overall_score, gate_status FROM evaluation_suite_runs
+		WHERE status = 'completed' AND created_by = $3 AND ($1 = '' OR suite_id = $1) AND ($2 = '' OR schedule_id = $2)
+		ORDER BY completed_at, id`, suiteID, scheduleID, sub.UID)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (HistoryPoint, error) {
-		p := HistoryPoint{SuiteID: suiteID}
+		var p HistoryPoint
 		var metrics map[string]float64
 		var overall *float64
-		err := r.Scan(&p.RunID, &p.ScheduleID, &p.CompletedAt, &metrics, &overall, &p.GateStatus)
+		err := r.Scan(&p.RunID, &p.SuiteID, &p.ScheduleID, &p.CompletedAt, &metrics, &overall, &p.GateStatus)
 		if v, ok := metricOf(metric, metrics, overall); ok {
 			p.Value = &v
 		}

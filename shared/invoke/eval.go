@@ -64,7 +64,8 @@ type TrajectorySummary struct {
 
 // EvalRun runs one evaluation sample and blocks until its run ends
 // (source agent_evaluation, policy reject, a thread of its own unless
-// thread_id is given).
+// thread_id is given). The sample's evaluation context is kept, as the
+// original, in its input message's agent_invocation_meta.evaluation.
 func (s *Service) EvalRun(ctx context.Context, sub access.Subject, in EvalInput) (EvalResult, error) {
 	slug := strings.TrimSpace(in.AgentSlug)
 	if strings.TrimSpace(in.Query) == "" && in.ImageContent == nil {
@@ -89,7 +90,8 @@ func (s *Service) EvalRun(ctx context.Context, sub access.Subject, in EvalInput)
 	}
 	out, err := s.d.Queue.Submit(ctx, queue.Submission{Subject: sub, Query: in.Query, ImageContent: in.ImageContent, AgentSlug: slug,
 		ThreadID: threadID, RequestID: requestID, ModelSpec: in.ModelSpec, QueuePolicy: queue.PolicyReject,
-		Source: SourceEvaluation, Channel: ChannelAPI, ToolApprovalMode: in.ToolApprovalMode})
+		Source: SourceEvaluation, Channel: ChannelAPI, ToolApprovalMode: in.ToolApprovalMode,
+		InvocationMeta: map[string]any{"evaluation": in.Evaluation}})
 	if err != nil {
 		return EvalResult{}, err
 	}

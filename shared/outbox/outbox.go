@@ -176,10 +176,31 @@ type Outbox struct {
 func (o *Outbox) Tx(ctx context.Context, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
 }, fn func(tx pgx.Tx, emit Emit) error) error {
+	rows, err := o.TxRows(ctx, pool, fn)
+	if err != nil {
+		return err
+	}
+	o.Publish(ctx, rows)
+	return nil
+}
+
+// TxRows runs fn in a transaction like Tx but hands nothing to the relay:
+// it returns the rows committed, for the caller either to Publish or to
+// keep while it carries the work they announce on itself (a chain of
+// checkpointed batches in one invocation), settling them with QueueSettle
+// in the transaction that finishes that work. A kept row stays claimed for
+// the writer's Claim; if the writer dies first, the sweep publishes it then,
+// the same recovery as a publication lost in a crash. A writer that keeps a
+// row must settle or publish it well within the claim, or the sweep
+// delivers it while the work is still under way (harmless to an idempotent
+// consumer, but done twice).
+func (o *Outbox) TxRows(ctx context.Context, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, fn func(tx pgx.Tx, emit Emit) error) ([]Row, error) {
 	var rows []Row
 	tx, err := pool.Begin(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck // no-op after commit
 	emit := func(p ...Pending) error {
@@ -188,15 +209,32 @@ func (o *Outbox) Tx(ctx context.Context, pool interface {
 		return err
 	}
 	if err := fn(tx, emit); err != nil {
-		return err
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return err
+		return nil, err
 	}
-	if o.Relay != nil && len(rows) > 0 {
-		o.Relay.Publish(ctx, rows)
+	return rows, nil
+}
+
+// InsertCTE is Writer.InsertCTE of o's writer; the caller hands the row
+// its statement wrote to Publish after commit.
+func (o *Outbox) InsertCTE(ctx context.Context, p Pending, name, guard string, first int) (CTE, error) {
+	return o.Writer.InsertCTE(ctx, p, name, guard, first)
+}
+
+// QueueSettle queues, on a batch of the caller's transaction, marking rows
+// kept from TxRows published: that transaction does the work they announce,
+// so their delivery would only be a no-op.
+func QueueSettle(b *pgx.Batch, rows []Row) {
+	if len(rows) == 0 {
+		return
 	}
-	return nil
+	ids := make([]int64, len(rows))
+	for i, r := range rows {
+		ids[i] = r.ID
+	}
+	b.Queue(`UPDATE outbox SET published_at = now() WHERE id = ANY($1) AND published_at IS NULL`, ids)
 }
 
 // QueueWrite queues the inserts of pending events on a batch that will run

@@ -33,6 +33,11 @@ type Submission struct {
 	Channel      string // web (default)
 	// ToolApprovalMode is default (when empty) or always_trust.
 	ToolApprovalMode string
+	// InvocationMeta is kept in the input message's extra_metadata as
+	// agent_invocation_meta (the original's place for an invocation's
+	// context, e.g. {"evaluation": {dataset_name, dataset_item_id,
+	// experiment_name}} of an evaluation sample); nil: not written.
+	InvocationMeta map[string]any
 }
 
 // Intake is the answer to a submission (spec §3.2).
@@ -259,7 +264,11 @@ func (s *Service) submitOnce(ctx context.Context, sub Submission) (Intake, error
 		// sub-agent of it) in the order they were sent.
 	}
 	sc := Scope{UID: sub.Subject.UID, AgentSlug: sub.AgentSlug, ThreadID: sub.ThreadID, ConversationID: st.conversationID}
-	metaJSON, _ := json.Marshal(map[string]any{"request_id": sub.RequestID, "source": sub.Source, "channel": sub.Channel})
+	meta := map[string]any{"request_id": sub.RequestID, "source": sub.Source, "channel": sub.Channel}
+	if sub.InvocationMeta != nil {
+		meta["agent_invocation_meta"] = sub.InvocationMeta
+	}
+	metaJSON, _ := json.Marshal(meta)
 	status, payload := RequestQueued, []byte("{}")
 	var runPayload run.Payload
 	var runID *string

@@ -1,21 +1,24 @@
 // Package task is the task centre (/api/tasks): the background work the
 // platform runs, as the original's Tasker showed it — ingestion batches,
 // evaluation runs, generated evaluation datasets, knowledge-graph builds —
-// read from the tables their owning packages already keep. It is a read
-// model, not a second writer: knowledge_files (shared/kb) and
-// evaluation_runs / evaluation_datasets (shared/evaluation) are only read
-// here, graph builds come from their owner (graph.Builder.Progress);
-// cancelling asks the owner (kb.Store.CancelBatch,
-// evaluation.Service.CancelRun / CancelGeneration; a graph build cannot be
-// stopped). It owns task_dismissals: DELETE of a finished task records that
-// the task is no longer listed.
+// and, beyond it, agent evaluation suite runs, read from the tables their
+// owning packages already keep. It is a read model, not a second writer:
+// knowledge_files (shared/kb) and evaluation_runs / evaluation_datasets /
+// evaluation_suite_runs (shared/evaluation) are only read here, graph builds
+// come from their owner (graph.Builder.Progress); cancelling asks the owner
+// (kb.Store.CancelBatch, evaluation.Service.CancelRun / CancelGeneration; a
+// graph build cannot be stopped). It owns task_dismissals: DELETE of a
+// finished task records that the task is no longer listed.
 //
-// A task is visible to whoever may read its knowledge base (the routes are
-// admin-only, as the original's): an admin of another department sees none
-// of it. Cancel and delete need manage rights on it.
+// A knowledge task is visible to an admin who may read its knowledge base
+// (as the original's admin-only task routes): an admin of another
+// department sees none of it. Cancel and delete need manage rights on it.
+// A suite run is its owner's alone (any user: the list and the single task
+// are user routes), with its gate status — a scheduled run that regressed
+// says so in its message.
 //
 // Owns the table task_dismissals; reads knowledge_files, knowledge_bases
-// (through KBs), evaluation_runs, evaluation_datasets.
+// (through KBs), evaluation_runs, evaluation_datasets, evaluation_suite_runs.
 // Imported by: functions/intake, shared/bootstrap/identity, tests.
 // May import: shared/access, shared/failure, shared/graph, shared/kb, pgx.
 package task
@@ -42,6 +45,7 @@ const (
 	TypeEvaluation = "rag_evaluation"
 	TypeGeneration = "dataset_generation"
 	TypeGraphBuild = "knowledge_graph_build"
+	TypeSuiteRun   = "agent_evaluation" // beyond the original: a run of an agent evaluation suite
 )
 
 // Statuses, as the original's Tasker.
@@ -77,6 +81,9 @@ type Task struct {
 	CancelRequested bool       `json:"cancel_requested"`
 	KBID            string     `json:"kb_id"`
 	CreatedBy       string     `json:"created_by"`
+	// GateStatus is a scheduled evaluation run's gate verdict (passed |
+	// regressed), also in the list (beyond the original).
+	GateStatus *string `json:"gate_status,omitempty"`
 }
 
 // Summary is the list's summary block.
@@ -145,8 +152,12 @@ const window = 500
 // ErrNotFound is 404 task_not_found: no such task, or not visible to the caller.
 var ErrNotFound = failure.NotFound("task_not_found", "Task not found")
 
-// levels maps the KBs sub may read to sub's level on each.
+// levels maps the KBs sub may read to sub's level on each: none for a
+// plain user (knowledge tasks are admin work, as the original's).
 func (s *Store) levels(ctx context.Context, sub access.Subject) (map[string]access.Level, []string, error) {
+	if sub.Role != "admin" && sub.Role != "superadmin" {
+		return map[string]access.Level{}, nil, nil
+	}
 	list, err := s.kbs.List(ctx, sub)
 	if err != nil {
 		return nil, nil, err
@@ -180,6 +191,11 @@ func (s *Store) ListTasks(ctx context.Context, sub access.Subject, status string
 	if err != nil {
 		return List{}, err
 	}
+	own, err := s.suiteRuns(ctx, sub.UID, "")
+	if err != nil {
+		return List{}, err
+	}
+	all = append(all, own...)
 	sort.Slice(all, func(i, j int) bool {
 		if !all[i].CreatedAt.Equal(all[j].CreatedAt) {
 			return all[i].CreatedAt.After(all[j].CreatedAt)
@@ -209,6 +225,13 @@ func (s *Store) Get(ctx context.Context, sub access.Subject, id string) (Task, e
 }
 
 func (s *Store) get(ctx context.Context, sub access.Subject, id string) (Task, access.Level, error) {
+	if strings.HasPrefix(id, "srun_") { // a suite run: its owner's, who manages it
+		list, err := s.suiteRuns(ctx, sub.UID, id)
+		if err != nil || len(list) == 0 {
+			return Task{}, access.None, orNotFound(err)
+		}
+		return list[0], access.Manage, nil
+	}
 	lv, ids, err := s.levels(ctx, sub)
 	if err != nil {
 		return Task{}, access.None, err
@@ -445,45 +468,96 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 			return nil, err
 		}
 		t.Type, t.Name = TypeEvaluation, "RAG评估 "+name
-		t.CreatedAt, t.StartedAt, t.UpdatedAt = started, &started, started
-		if t.CompletedAt != nil {
-			t.UpdatedAt = *t.CompletedAt
-		}
-		if total > 0 {
-			t.Progress = float64(completed) * 100 / float64(total)
-		}
-		switch status {
-		case "completed":
-			t.Status, t.Message, t.Progress = Success, "任务已完成", 100
-		case "cancelled":
-			t.Status, t.Message, t.CancelRequested = Cancelled, fmt.Sprintf("任务已取消（已评估 %d/%d）", completed, total), true
-		case "failed":
-			t.Status, t.Message = Failed, "任务执行失败"
-			msg := "evaluation failed"
-			var m map[string]any
-			if json.Unmarshal(metrics, &m) == nil {
-				if e, ok := m["error"].(string); ok && e != "" {
-					msg = e
-				}
-			}
-			t.Error = &msg
-		case "running":
-			if cancelAsked {
-				t.Status, t.Message, t.CancelRequested = Running, "取消中：当前批次完成后停止", true
-				break
-			}
-			fallthrough
-		default:
-			t.Status, t.Message = Running, fmt.Sprintf("已评估 %d/%d", completed, total)
-		}
-		if gateStatus != nil && *gateStatus == "regressed" {
-			t.Message = "任务已完成：指标回归（regressed）" // a scheduled run below its gate's baseline
-		}
+		t.runState(status, started, total, completed, metrics, gateStatus, cancelAsked)
 		t.Payload = map[string]any{"kb_id": t.KBID, "dataset_id": dataset, "run_id": t.ID}
 		t.Result = map[string]any{"overall_score": score, "metrics": metrics, "gate_status": gateStatus, "gate": gate}
 		out = append(out, t)
 	}
 	return out, rows.Err()
+}
+
+// runState sets an evaluation run's (RAG or suite) status, progress, times
+// and message from its row: running | completed | cancelled | failed (a
+// running one whose cancel was asked says it stops after its batch), and a
+// scheduled run below its gate's baseline says it regressed.
+func (t *Task) runState(status string, started time.Time, total, completed int, metrics json.RawMessage, gateStatus *string, cancelAsked bool) {
+	t.CreatedAt, t.StartedAt, t.UpdatedAt = started, &started, started
+	if t.CompletedAt != nil {
+		t.UpdatedAt = *t.CompletedAt
+	}
+	if total > 0 {
+		t.Progress = float64(completed) * 100 / float64(total)
+	}
+	switch status {
+	case "completed":
+		t.Status, t.Message, t.Progress = Success, "任务已完成", 100
+	case "cancelled":
+		t.Status, t.Message, t.CancelRequested = Cancelled, fmt.Sprintf("任务已取消（已评估 %d/%d）", completed, total), true
+	case "failed":
+		t.Status, t.Message = Failed, "任务执行失败"
+		msg := "evaluation failed"
+		var m map[string]any
+		if json.Unmarshal(metrics, &m) == nil {
+			if e, ok := m["error"].(string); ok && e != "" {
+				msg = e
+			}
+		}
+		t.Error = &msg
+	case "running":
+		if cancelAsked {
+			t.Status, t.Message, t.CancelRequested = Running, "取消中：当前批次完成后停止", true
+			break
+		}
+		fallthrough
+	default:
+		t.Status, t.Message = Running, fmt.Sprintf("已评估 %d/%d", completed, total)
+	}
+	t.GateStatus = gateStatus
+	if gateStatus != nil && *gateStatus == "regressed" {
+		t.Message = "任务已完成：指标回归（regressed）"
+	}
+}
+
+// suiteRuns reads uid's agent evaluation suite runs (only run id when one
+// is given), not dismissed.
+func (s *Store) suiteRuns(ctx context.Context, uid, id string) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.suite_id, r.name, r.config->>'agent_slug', r.status, r.total_items, r.completed_items,
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.schedule_id, r.gate_status, r.gate
+		FROM evaluation_suite_runs r
+		WHERE r.created_by = $1 AND ($2 = '' OR r.run_id = $2)
+		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
+		ORDER BY r.started_at DESC LIMIT $3`, uid, id, window)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Task
+	for rows.Next() {
+		var t Task
+		var suite, name, status string
+		var agentSlug, schedule, gateStatus *string
+		var total, completed int
+		var score *float64
+		var metrics, gate json.RawMessage
+		var started time.Time
+		if err := rows.Scan(&t.ID, &suite, &name, &agentSlug, &status, &total, &completed, &score, &metrics, &started,
+			&t.CompletedAt, &t.CreatedBy, &schedule, &gateStatus, &gate); err != nil {
+			return nil, err
+		}
+		t.Type, t.Name = TypeSuiteRun, "智能体评估 "+name
+		t.runState(status, started, total, completed, metrics, gateStatus, false)
+		t.Payload = map[string]any{"suite_id": suite, "run_id": t.ID, "agent_slug": agentSlug, "schedule_id": schedule}
+		t.Result = map[string]any{"overall_score": score, "metrics": metrics, "gate_status": gateStatus, "gate": gate}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+func orNotFound(err error) error {
+	if err != nil {
+		return err
+	}
+	return ErrNotFound
 }
 
 // generations reads generated datasets' builds (build_metadata.status

@@ -80,8 +80,9 @@ func (p *evalProbe) since(ctx context.Context, key string, t0 time.Time) (time.D
 func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 	r.Section("[18] evaluation as scheduled jobs: a 300-query RAG run, scheduler tick → evaluation start",
 		"the SciFact KB of figure 5 (about 5k chunks, the KB's default retrieval options); a dataset of SciFact's 300 test queries whose "+
-			"gold ids are the relevant documents' files; the run through the evaluate function's handler, its batch events relayed "+
-			"by the outbox relay to it in process (batches of 10, "+fmt.Sprint(evalDefaultConcurrency)+" items at once: the defaults); floor: "+
+			"gold ids are the relevant documents' files; the run through the evaluate function's handler, its first batch event relayed "+
+			"by the outbox relay to it in process, which chains the following batches (batches of 10, "+fmt.Sprint(evalDefaultConcurrency)+
+			" items at once: the defaults); floor: "+
 			"the same 300 queries one after another through kb.Retriever.Query, 300 × their p50. Ticks: "+fmt.Sprint(evalTicks)+
 			" scheduler ticks delivered to the evaluate handler, each starting one due run (a one-item dataset), timed to the "+
 			"relay's delivery of its first batch event; floor: an outbox transaction of one event, timed to its delivery")

@@ -51,11 +51,13 @@ func suiteModel(req llmtest.ChatRequest) llmtest.Reply {
 // (source agent_evaluation, bounded concurrency), records output,
 // trajectory, check outcomes and judge score per item, aggregates a pass
 // rate; a schedule on the suite fires once per tick and its gate flags a
-// worse run as regressed, posting to the schedule's webhook.
+// worse run as regressed, posting to the schedule's webhook and showing in
+// the owner's task list. The owner is a plain user: suites, their
+// schedules, history and tasks are every user's own.
 func TestAgentEvaluationSuite(t *testing.T) {
 	t.Parallel()
 	p := testkit.StartLocal(t, testkit.Env{"YUXI_OUTBOUND_ALLOW": "127.0.0.1/32"})
-	c := p.Admin
+	c := p.Admin.CreateUser("suite-owner", "user", nil)
 	p.LLM.Handle(suiteModel)
 
 	// A local webhook receiver.
@@ -148,7 +150,7 @@ func TestAgentEvaluationSuite(t *testing.T) {
 		t.Errorf("agent run: source %v request %v", ar["source"], ar["request_id"])
 	}
 	// Another user sees nothing of the suite.
-	bob := c.CreateUser("suite-bob", "admin", nil) // an admin: the schedule and history routes need the role
+	bob := p.Admin.CreateUser("suite-bob", "user", nil)
 	for _, path := range []string{"/api/evaluation/suites/" + suiteID, "/api/evaluation/suites/" + suiteID + "/runs",
 		"/api/evaluation/suites/" + suiteID + "/runs/" + runID} {
 		if r := bob.Do("GET", path, nil); r.Status != 404 || r.Code() != "suite_not_found" {
@@ -176,6 +178,21 @@ func TestAgentEvaluationSuite(t *testing.T) {
 	schedID := sc["schedule_id"].(string)
 	if sc["gate"].(map[string]any)["metric"] != "pass_rate" {
 		t.Errorf("suite gate metric defaults to pass_rate: %v", sc["gate"])
+	}
+	// The owner lists, changes and deletes her suite's schedules; others see none.
+	spare := c.Data("POST", "/api/evaluation/schedules", map[string]any{"suite_id": suiteID, "cron": "0 1 * * *"}).(map[string]any)["schedule_id"].(string)
+	if got := c.Data("PUT", "/api/evaluation/schedules/"+spare, map[string]any{"name": "spare", "enabled": false}).(map[string]any); got["name"] != "spare" || got["enabled"] != false {
+		t.Errorf("updated schedule: %v", got)
+	}
+	if list := c.Data("GET", "/api/evaluation/schedules", nil).([]any); len(list) != 2 {
+		t.Errorf("the owner's schedules: %v", list)
+	}
+	c.Data("DELETE", "/api/evaluation/schedules/"+spare, nil)
+	if r := c.Do("GET", "/api/evaluation/schedules/"+spare, nil); r.Status != 404 {
+		t.Errorf("deleted schedule: %d %s", r.Status, r.Body)
+	}
+	if r := bob.Do("GET", "/api/evaluation/schedules", nil); strings.Contains(string(r.Body), schedID) {
+		t.Errorf("bob lists the schedule: %s", r.Body)
 	}
 	created, _ := time.Parse(time.RFC3339Nano, sc["created_at"].(string))
 	due := created.Truncate(5 * time.Minute).Add(5 * time.Minute)
@@ -257,6 +274,27 @@ func TestAgentEvaluationSuite(t *testing.T) {
 	}
 	if r := bob.Do("GET", "/api/evaluation/history?target="+suiteID, nil); r.Status != 404 {
 		t.Errorf("bob reads the suite's history: %d %s", r.Status, r.Body)
+	}
+	if pts := c.Data("GET", "/api/evaluation/history?metric=pass_rate", nil).(map[string]any)["points"].([]any); len(pts) != 3 {
+		t.Errorf("the owner's history without a target: %v", pts)
+	}
+	// The regressed run is in the owner's task list, and only there.
+	var regressed map[string]any
+	for _, x := range c.OK("GET", "/api/tasks", nil)["tasks"].([]any) {
+		if x := x.(map[string]any); x["id"] == second["run_id"] {
+			regressed = x
+		}
+	}
+	if regressed == nil || regressed["type"] != "agent_evaluation" || regressed["gate_status"] != "regressed" ||
+		!strings.Contains(regressed["message"].(string), "regressed") || regressed["status"] != "success" {
+		t.Errorf("the regressed run as a task: %v", regressed)
+	}
+	task := c.OK("GET", "/api/tasks/"+second["run_id"].(string), nil)["task"].(map[string]any)
+	if task["result"].(map[string]any)["gate_status"] != "regressed" || task["payload"].(map[string]any)["schedule_id"] != schedID {
+		t.Errorf("the regressed run's task: %v", task)
+	}
+	if r := bob.Do("GET", "/api/tasks", nil); strings.Contains(string(r.Body), second["run_id"].(string)) {
+		t.Errorf("bob's task list has the owner's run: %s", r.Body)
 	}
 	// Deleting the suite deletes its runs and schedules.
 	c.Data("DELETE", "/api/evaluation/suites/"+suiteID, nil)

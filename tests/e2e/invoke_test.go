@@ -230,6 +230,20 @@ func TestEvalRunBlocksAndSummarizesTheTrajectory(t *testing.T) {
 	if run["source"] != "agent_evaluation" {
 		t.Errorf("run source: %v", run["source"])
 	}
+	// The sample's evaluation context is kept with its input message, as
+	// the original's agent_invocation_meta.evaluation.
+	var input map[string]any
+	for _, m := range c.OK("GET", "/api/chat/thread/"+out["thread_id"].(string)+"/history", nil)["history"].([]any) {
+		if m := m.(map[string]any); m["type"] == "human" {
+			input = m
+		}
+	}
+	meta, _ := input["extra_metadata"].(map[string]any)
+	inv, _ := meta["agent_invocation_meta"].(map[string]any)
+	ev, _ := inv["evaluation"].(map[string]any)
+	if meta["source"] != "agent_evaluation" || ev["dataset_name"] != "ds" || ev["dataset_item_id"] != "item-1" {
+		t.Errorf("the input message's metadata: %v", input)
+	}
 	if r := c.Do("POST", "/api/agent-invocation/eval/runs", map[string]any{"query": " ", "agent_slug": "default-chatbot"}); r.Status != 422 {
 		t.Errorf("empty query: %d %s", r.Status, r.Body)
 	}

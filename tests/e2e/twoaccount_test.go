@@ -256,6 +256,9 @@ func TestTwoAccountSuite(t *testing.T) {
 		t.Fatalf("alice's suite run: %v", run)
 	}
 	suiteIDs := map[string]string{"suite_id": suiteID, "run_id": suiteRunID}
+	// eval3: a plain user schedules her own suite.
+	suiteSchedule := alice.Data("POST", "/api/evaluation/schedules", map[string]any{"suite_id": suiteID, "name": "alice's nightly",
+		"cron": "0 4 * * *"}).(map[string]any)["schedule_id"].(string)
 	key := alice.OK("POST", "/api/user/apikey", map[string]any{"request_id": "alice-key-0001", "name": "alice's key"})["api_key"].(map[string]any)
 	keyID, keyPrefix := fmt.Sprint(key["id"]), key["key_prefix"].(string)
 	aliceUserID := alice.OK("GET", "/api/auth/me", nil)["id"]
@@ -356,6 +359,7 @@ func TestTwoAccountSuite(t *testing.T) {
 	secrets = append(secrets, "owner-skill", "owner-pending-skill", "alice-skill", "okapi", pendingDraft) // ext
 	secrets = append(secrets, suiteID, suiteRunID, "alice's suite")                                       // evalsuites
 	secrets = append(secrets, mcpHeaderSecret)                                                            // ext3: never answered, not even to admins
+	secrets = append(secrets, suiteSchedule, "alice's nightly")                                           // eval3
 	bobThread := bob.OK("POST", "/api/chat/thread", map[string]any{"agent_id": "default-chatbot", "title": "bob's"})["id"].(string)
 
 	hostile := map[string]any{
@@ -524,6 +528,8 @@ func TestTwoAccountSuite(t *testing.T) {
 			{kbOwner, "/api/system/skills/owner-skill/tree"}, {kbOwner, "/api/system/skills/owner-skill/file?path=SKILL.md"}, // ext
 			{alice, "/api/skills/personal/alice-skill/file?path=SKILL.md"},
 			{alice, "/api/evaluation/suites/" + suiteID}, {alice, "/api/evaluation/suites/" + suiteID + "/runs/" + suiteRunID}, // evalsuites
+			{alice, "/api/evaluation/schedules/" + suiteSchedule}, {alice, "/api/evaluation/history?target=" + suiteSchedule}, // eval3
+			{alice, "/api/tasks/" + suiteRunID},
 		} {
 			r := g.c.Do("GET", g.path, nil)
 			sum := sha256.Sum256(r.Body)
@@ -725,6 +731,41 @@ func TestTwoAccountSuite(t *testing.T) {
 		if (r.Status != 404 || !refusalCode(r.Code())) && (r.Status != 422 || r.Code() != "invalid_items") {
 			t.Errorf("HOLE? admin with its own KB naming A's ids in the body: %s %s: %d %s", call.method, call.path, r.Status, r.Body)
 		}
+	}
+	// eval3: a suite's schedules, history and task are its owner's (a plain
+	// user's here: the schedule, history and task reads are user routes);
+	// RAG schedules and history stay admin work.
+	for _, b := range attackers {
+		for _, call := range []struct{ method, path string }{
+			{"GET", "/api/evaluation/schedules/" + suiteSchedule}, {"PUT", "/api/evaluation/schedules/" + suiteSchedule},
+			{"DELETE", "/api/evaluation/schedules/" + suiteSchedule}, {"GET", "/api/evaluation/history?target=" + suiteSchedule},
+			{"GET", "/api/evaluation/history?target=" + suiteID}, {"GET", "/api/tasks/" + suiteRunID},
+		} {
+			r := b.c.Do(call.method, call.path, map[string]any{"cron": "* * * * *", "enabled": false, "name": "pwned"})
+			calls++
+			if r.Status != 404 || !refusalCode(r.Code()) {
+				t.Errorf("HOLE? %s: %s %s (A's suite): %d %s", b.name, call.method, call.path, r.Status, r.Body)
+			}
+		}
+		if b.admin {
+			continue
+		}
+		for _, call := range []struct {
+			method, path string
+			body         map[string]any
+		}{
+			{"POST", "/api/evaluation/schedules", map[string]any{"kb_id": kbID, "cron": "0 3 * * *", "dataset_id": datasetID}},
+			{"GET", "/api/evaluation/history?target=" + kbID, nil},
+		} {
+			r := b.c.Do(call.method, call.path, call.body)
+			calls++
+			if r.Status != http.StatusForbidden || r.Code() != "admin_required" {
+				t.Errorf("HOLE? %s: %s %s (RAG evaluation): %d %s", b.name, call.method, call.path, r.Status, r.Body)
+			}
+		}
+	}
+	if r := alice.Do("POST", "/api/evaluation/schedules", map[string]any{"kb_id": kbID, "cron": "0 3 * * *", "dataset_id": datasetID}); r.Status != http.StatusForbidden {
+		t.Errorf("a plain user schedules a RAG evaluation: %d %s", r.Status, r.Body)
 	}
 	// An API key for A, minted by B: only a superadmin mints keys for others.
 	for i, b := range attackers {

@@ -49,8 +49,9 @@ const (
 	// with the caller (read), or may be managed by them.
 	ReadDataset   Check = "dataset_read"
 	ManageDataset Check = "dataset_manage"
-	// ReadSchedule and ManageSchedule: {schedule_id}'s knowledge base is
-	// shared with the caller (read), or may be managed by them.
+	// ReadSchedule and ManageSchedule: {schedule_id} is a schedule of one of
+	// the caller's suites, or (admins) its knowledge base is shared with the
+	// caller (read), or may be managed by them.
 	ReadSchedule   Check = "schedule_read"
 	ManageSchedule Check = "schedule_manage"
 	// ThreadInQuery: the thread named by ?thread_id= (or the body's
@@ -329,8 +330,9 @@ func (s *Server) knowledgeRoutes() []Route {
 
 // evaluationRoutes: RAG evaluation of knowledge bases (/api/evaluation…),
 // handled in routes_evaluation.go by shared/evaluation. As the original,
-// every route needs the admin role and then the KB's permission (for
-// /api/evaluation/datasets/{dataset_id}…, the dataset's KB).
+// every RAG route needs the admin role and then the KB's permission (for
+// /api/evaluation/datasets/{dataset_id}…, the dataset's KB); schedules and
+// history also serve users' own suites.
 func (s *Server) evaluationRoutes() []Route {
 	return []Route{
 		{"POST", "/api/evaluation/databases/{kb_id}/datasets/upload", Admin, ManageKB, s.uploadDataset},
@@ -344,13 +346,15 @@ func (s *Server) evaluationRoutes() []Route {
 		{"GET", "/api/evaluation/databases/{kb_id}/runs", Admin, ReadKB, s.listEvaluationRuns},
 		{"GET", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ReadKB, s.getEvaluationRun},
 		{"DELETE", "/api/evaluation/databases/{kb_id}/runs/{run_id}", Admin, ManageKB, s.deleteEvaluationRun},
-		// Beyond the original: schedules with gates, and metric history.
-		{"GET", "/api/evaluation/schedules", Admin, NoCheck, s.listSchedules},   // the schedules of KBs the caller reads
-		{"POST", "/api/evaluation/schedules", Admin, NoCheck, s.createSchedule}, // manage access to the body's kb_id
-		{"GET", "/api/evaluation/schedules/{schedule_id}", Admin, ReadSchedule, s.getSchedule},
-		{"PUT", "/api/evaluation/schedules/{schedule_id}", Admin, ManageSchedule, s.updateSchedule},
-		{"DELETE", "/api/evaluation/schedules/{schedule_id}", Admin, ManageSchedule, s.deleteSchedule},
-		{"GET", "/api/evaluation/history", Admin, NoCheck, s.evaluationHistory}, // ?target= a KB or schedule the caller reads
+		// Beyond the original: schedules with gates, and metric history. Any
+		// user schedules their own suites; RAG (KB) targets need the admin
+		// role and then the KB's permission, checked by shared/evaluation.
+		{"GET", "/api/evaluation/schedules", User, NoCheck, s.listSchedules},   // the caller's suites' schedules; an admin's: also of KBs it reads
+		{"POST", "/api/evaluation/schedules", User, NoCheck, s.createSchedule}, // the body's suite_id is the caller's, or kb_id managed by an admin
+		{"GET", "/api/evaluation/schedules/{schedule_id}", User, ReadSchedule, s.getSchedule},
+		{"PUT", "/api/evaluation/schedules/{schedule_id}", User, ManageSchedule, s.updateSchedule},
+		{"DELETE", "/api/evaluation/schedules/{schedule_id}", User, ManageSchedule, s.deleteSchedule},
+		{"GET", "/api/evaluation/history", User, NoCheck, s.evaluationHistory}, // ?target= a suite (or its schedule) of the caller's; a KB or its schedule: admins
 	}
 }
 

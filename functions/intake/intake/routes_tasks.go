@@ -9,12 +9,15 @@ import (
 
 // The task centre (the original's system_task_router): ingestion batches,
 // evaluation runs and dataset generations, read by shared/task from the
-// tables their owners keep. Admin routes, as the original; a task is seen
-// by whoever may read its knowledge base, cancelled and deleted by whoever
-// may manage it.
+// tables their owners keep. Knowledge tasks are admin work, as the
+// original: seen by an admin who may read its knowledge base, cancelled and
+// deleted by whoever may manage it. The two reads are user routes because
+// a user's own agent evaluation suite runs are tasks too (with their gate
+// status); a plain user sees only those.
 
 const (
-	// ReadTask: {task_id}'s knowledge base is shared with the caller.
+	// ReadTask: {task_id}'s knowledge base is shared with the caller (an
+	// admin), or {task_id} is one of the caller's suite runs.
 	ReadTask Check = "task_read"
 	// ManageTask: {task_id}'s knowledge base may be managed by the caller.
 	ManageTask Check = "task_manage"
@@ -22,8 +25,8 @@ const (
 
 func (s *Server) taskRoutes() []Route {
 	return []Route{
-		{"GET", "/api/tasks", Admin, NoCheck, s.listTasks},
-		{"GET", "/api/tasks/{task_id}", Admin, ReadTask, s.getTask},
+		{"GET", "/api/tasks", User, NoCheck, s.listTasks},
+		{"GET", "/api/tasks/{task_id}", User, ReadTask, s.getTask},
 		{"POST", "/api/tasks/{task_id}/cancel", Admin, ManageTask, s.cancelTask},
 		{"DELETE", "/api/tasks/{task_id}", Admin, ManageTask, s.deleteTask},
 	}

@@ -282,11 +282,12 @@ func absPath(p string) string {
 }
 
 // Evaluation returns the RAG evaluation use cases over the engines, with
-// the default batch size and concurrency (and YUXI_CRASH_AT's crash points).
+// YUXI_EVAL_BATCH_SIZE and YUXI_EVAL_CONCURRENCY (and YUXI_CRASH_AT's crash
+// points).
 func (e *Engines) Evaluation() *evaluation.Service {
 	c := e.core.Config
-	d := evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever,
-		Models: e.core.Providers, Config: evaluation.Config{Crash: c.Crasher()}, Log: e.core.Log, Outbound: c.Outbound()}
+	d := evaluation.Deps{Pool: e.core.Pool, Outbox: e.core.Outbox, KBs: e.KBs, Retriever: e.Retriever, Models: e.core.Providers,
+		Config: evaluation.Config{BatchSize: c.EvalBatchSize, Concurrency: c.EvalConcurrency, Crash: c.Crasher()}, Log: e.core.Log, Outbound: c.Outbound()}
 	if lf := langfuse.New(c.LangfuseBaseURL, c.LangfusePublicKey, c.LangfuseSecretKey); lf != nil {
 		d.Langfuse = lf
 	}
