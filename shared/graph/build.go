@@ -307,8 +307,14 @@ func (b *Builder) queue(ctx context.Context, kbID string) (int, error) {
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
+	return b.queueFiles(ctx, kbID, ids)
+}
+
+// queueFiles emits io.yuxi.document.indexed.v1 for each of ids, in one
+// transaction.
+func (b *Builder) queueFiles(ctx context.Context, kbID string, ids []string) (int, error) {
 	stamp := time.Now().UnixNano()
-	err = b.Outbox.Tx(ctx, b.Pool, func(_ pgx.Tx, emit outbox.Emit) error {
+	err := b.Outbox.Tx(ctx, b.Pool, func(_ pgx.Tx, emit outbox.Emit) error {
 		for _, id := range ids {
 			if err := emit(outbox.Pending{Payload: events.DocumentIndexed{KBID: kbID, FileID: id},
 				DedupeKey: fmt.Sprintf("graph-build:%s:%d", id, stamp)}); err != nil {

@@ -74,6 +74,9 @@ const (
 	OwnPersonalSkill Check = "personal_skill_owner"
 	// OwnMessage: {message_id} is a message of one of the caller's threads.
 	OwnMessage Check = "message_owner"
+	// KBInBody: the knowledge base named by the body's kb_id may be
+	// managed by the caller (checked before anything is fetched or read).
+	KBInBody Check = "kb_manage_body"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -241,6 +244,7 @@ func (s *Server) Routes() []Route {
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.mindmapRoutes()...)
+		rs = append(rs, s.kbAssistRoutes()...) // routes_kb_assist.go
 		rs = append(rs, s.evaluationRoutes()...)
 		rs = append(rs, s.taskRoutes()...)
 		rs = append(rs, s.suiteRoutes()...) // routes_suites.go

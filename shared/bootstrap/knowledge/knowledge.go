@@ -33,6 +33,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbassist"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/langfuse"
@@ -95,6 +96,12 @@ func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.B
 	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Models, e.core.Outbox, kbs)
 	b.Extractor.Crash = crash
 	return b
+}
+
+// Assist returns the sample-question and description helpers (the
+// knowledge routes of shared/kbassist).
+func (e *Engines) Assist() *kbassist.Service {
+	return &kbassist.Service{Pool: e.core.Pool, KBs: e.KBs, Files: e.KBs, Models: e.core.Providers}
 }
 
 // Mindmaps returns the mind-map use cases (the mind-map routes and the
