@@ -82,7 +82,8 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.Vectors = pgVectors
 	core.OnClose(pgVectors.Close) // its background index builds
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
-	e.KBs.CleanGraphWith(e.Graph) // a deletion removes its graph in its transaction
+	e.KBs.CleanGraphWith(e.Graph)      // a deletion removes its graph in its transaction
+	e.KBs.OnFilesDeleted(e.Mindmaps()) // … and its leaves of the mind map
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
 	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
 	return e, nil
