@@ -16,15 +16,17 @@ type ReconcileResult struct {
 	Status        string `json:"status"` // queued | nothing_to_do
 	RetriedChunks int    `json:"retried_chunks"`
 	QueuedFiles   int    `json:"queued_files"`
+	// ReindexedEntities: all_vectors embedded this many entities again.
+	ReindexedEntities int `json:"reindexed_entities"`
 }
 
 // Reconcile (POST …/graph-build/reconcile, manage access) repairs a
 // knowledge base's graph build. Mode "failed" (the default) forgets the
 // failed extractions, given-up ones included (their attempt counts start
 // again), and queues the files that had them, so kb-graph extracts exactly
-// those chunks again. Mode "all_vectors" is the original's re-embedding of
-// the graph's entity and relation vectors: graph recall here is by name, so
-// there are no graph vectors to rebuild and the mode is refused (422).
+// those chunks again. Mode "all_vectors" also drops the knowledge base's
+// graph vectors and embeds every entity and triple again, before answering
+// (the original's re-embedding); without a vector index it is refused (422).
 func (b *Builder) Reconcile(ctx context.Context, sub access.Subject, kbID, mode string) (ReconcileResult, error) {
 	if mode == "" {
 		mode = "failed"
@@ -35,8 +37,8 @@ func (b *Builder) Reconcile(ctx context.Context, sub access.Subject, kbID, mode 
 	if err := b.manageable(ctx, sub, kbID); err != nil {
 		return ReconcileResult{}, err
 	}
-	if mode == "all_vectors" {
-		return ReconcileResult{}, failure.Unprocessable("graph_vectors_unsupported", "this graph has no vectors to rebuild (recall is by entity name)")
+	if mode == "all_vectors" && b.Vectors == nil {
+		return ReconcileResult{}, failure.Unprocessable("graph_vectors_unsupported", "graph vectors are not configured (recall is by entity name)")
 	}
 	if _, ok, err := b.Config(ctx, kbID); err != nil {
 		return ReconcileResult{}, err
@@ -44,6 +46,13 @@ func (b *Builder) Reconcile(ctx context.Context, sub access.Subject, kbID, mode 
 		return ReconcileResult{}, failure.Conflict("graph_not_configured", "configure the graph extractor first (POST …/graph-build/config)")
 	}
 	res := ReconcileResult{Mode: mode, Status: "nothing_to_do"}
+	if mode == "all_vectors" {
+		n, err := b.reindexVectors(ctx, kbID)
+		if err != nil {
+			return res, err
+		}
+		res.ReindexedEntities, res.Status = n, "reindexed"
+	}
 	var files []string
 	// Under the graph lock an extraction's commit takes, so a commit in
 	// flight either lands before (and its failures are forgotten here) or

@@ -85,7 +85,9 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.KBs.CleanGraphWith(e.Graph)      // a deletion removes its graph in its transaction
 	e.KBs.OnFilesDeleted(e.Mindmaps()) // … and its leaves of the mind map
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
-	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
+	gr := graph.NewRetrieval(e.Graph)
+	gr.UseVectors(e.graphVectors()) // entities recalled by meaning as well as by name
+	e.Retriever.UseGraph(gr)        // use_graph_retrieval
 	return e, nil
 }
 
@@ -96,7 +98,14 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.Builder {
 	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Models, e.core.Outbox, kbs)
 	b.Extractor.Crash = crash
+	b.Vectors = e.graphVectors() // unique entities and triples get vectors
 	return b
+}
+
+// graphVectors is the graph's vector index (graph.VectorIndex) over the
+// knowledge bases' vector store.
+func (e *Engines) graphVectors() graph.VectorIndex {
+	return graphVectors{store: e.Vectors, kbs: e.KBs, models: e.Models}
 }
 
 // Assist returns the sample-question and description helpers (the
