@@ -33,9 +33,9 @@ type Export struct {
 	write       func(w io.Writer) error
 }
 
-// WriteTo streams the export: every committed chunk of the knowledge base,
+// Write streams the export: every committed chunk of the knowledge base,
 // by file name and chunk index, read in pages of 500 chunks.
-func (e Export) WriteTo(w io.Writer) error { return e.write(w) }
+func (e Export) Write(w io.Writer) error { return e.write(w) }
 
 // exportRow is one chunk of an export.
 type exportRow struct {

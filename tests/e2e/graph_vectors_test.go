@@ -11,7 +11,8 @@ import (
 
 // kb-graph gives the unique entities and triples it writes vectors in the
 // knowledge base's "<kb_id>__graph" collection, by stable ids (a rebuild
-// and reconcile's all_vectors write the same rows).
+// and reconcile's all_vectors write the same rows; deleting the KB drops
+// them).
 func TestGraphBuildWritesEntityVectors(t *testing.T) {
 	t.Parallel()
 	p := testkit.StartLocal(t, nil)
@@ -60,5 +61,21 @@ func TestGraphBuildWritesEntityVectors(t *testing.T) {
 	}
 	if r := c.Do("POST", base+"/graph-build/reconcile", map[string]any{"mode": "everything"}); r.Status != 422 || r.Code() != "invalid_mode" {
 		t.Fatalf("unknown mode: %d %s", r.Status, r.Body)
+	}
+	// Deleting the KB purges its graph collection with its own.
+	c.OK("DELETE", base, nil)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		var n int
+		if err := p.P.App.Pool.QueryRow(context.Background(), `SELECT count(*) FROM vector_collections WHERE name = $1`, kbID+"__graph").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the graph collection outlived its KB")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

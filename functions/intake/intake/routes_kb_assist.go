@@ -64,7 +64,7 @@ func (s *Server) kbExport(w http.ResponseWriter, r *http.Request, p auth.Princip
 	w.Header().Set("Content-Type", ex.ContentType)
 	w.Header().Set("Content-Disposition", `attachment; filename="`+ex.Filename+`"`)
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	return ex.WriteTo(w)
+	return ex.Write(w)
 }
 
 func (s *Server) assist() (*kbassist.Service, error) {

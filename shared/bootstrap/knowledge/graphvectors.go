@@ -18,8 +18,9 @@ type graphVectors struct {
 	models *Models
 }
 
-// graphCollection names a knowledge base's graph vector collection.
-func graphCollection(kbID string) string { return kbID + "__graph" }
+// graphCollection names a knowledge base's graph vector collection (kb's
+// naming: a KB's purge drops it).
+func graphCollection(kbID string) string { return kb.GraphCollection(kbID) }
 
 // embedBatch bounds the texts of one embedding request.
 const embedBatch = 64
