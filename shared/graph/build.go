@@ -70,6 +70,9 @@ type Builder struct {
 	Models    ChatModels
 	Outbox    Outbox
 	KBs       ManageKBs
+	// Vectors embeds the entities and triples a build writes (vectors.go;
+	// nil: no graph vectors, recall by name only).
+	Vectors VectorIndex
 }
 
 // ManageKBs is KBs plus the manage check of the graph-build routes that
@@ -139,7 +142,11 @@ func (b *Builder) BuildFile(ctx context.Context, kbID, fileID string) (ExtractRe
 	if _, err := b.Files.LoadFile(ctx, fileID); errors.Is(err, kb.ErrFileNotFound) {
 		return res, b.Engine.DeleteFile(ctx, kbID, fileID)
 	}
-	return res, nil
+	ids := make([]string, len(chunks))
+	for i, c := range chunks {
+		ids[i] = c.ID
+	}
+	return res, b.indexChunks(ctx, kbID, ids)
 }
 
 // ConfigInput is the body of POST …/graph-build/config.
@@ -307,8 +314,14 @@ func (b *Builder) queue(ctx context.Context, kbID string) (int, error) {
 	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
+	return b.queueFiles(ctx, kbID, ids)
+}
+
+// queueFiles emits io.yuxi.document.indexed.v1 for each of ids, in one
+// transaction.
+func (b *Builder) queueFiles(ctx context.Context, kbID string, ids []string) (int, error) {
 	stamp := time.Now().UnixNano()
-	err = b.Outbox.Tx(ctx, b.Pool, func(_ pgx.Tx, emit outbox.Emit) error {
+	err := b.Outbox.Tx(ctx, b.Pool, func(_ pgx.Tx, emit outbox.Emit) error {
 		for _, id := range ids {
 			if err := emit(outbox.Pending{Payload: events.DocumentIndexed{KBID: kbID, FileID: id},
 				DedupeKey: fmt.Sprintf("graph-build:%s:%d", id, stamp)}); err != nil {

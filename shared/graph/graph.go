@@ -33,6 +33,11 @@
 // the deleting transaction (Postgres.RemoveFilesTx/RemoveKBTx, installed
 // as kb.GraphCleaner).
 //
+// Vectors (vectors.go): with a VectorIndex, a build embeds the unique
+// entities ("name (label)") and triples ("source type target") of the
+// chunks it extracted, keyed by stable ids, and retrieval recalls entities
+// by vector as seeds next to those the query names.
+//
 // Imported by: functions/intake, functions/kb-graph,
 // shared/bootstrap/knowledge, shared/graph/graphtest, shared/graph/neo4j
 // and tests. May import:

@@ -20,6 +20,8 @@ import (
 // 1.0, an entity of a top chunk hit 0.3.
 type Retrieval struct {
 	engine Engine
+	// vectors recalls entities by meaning too (vectors.go; nil: by name only).
+	vectors VectorIndex
 }
 
 // NewRetrieval returns graph retrieval over engine.
@@ -57,6 +59,15 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	}
 	for _, e := range named {
 		seeds[e.ID] += queryEntityWeight
+	}
+	recalled, err := g.recallByVector(ctx, kbID, query, opt.EntityTopK)
+	if err != nil {
+		return nil, err
+	}
+	for id, w := range recalled {
+		if _, ok := seeds[id]; !ok { // an entity both named and recalled counts once
+			seeds[id] = w
+		}
 	}
 	if len(hits) > 0 {
 		byChunk, err := g.engine.ChunkEntities(ctx, kbID, hits)

@@ -102,6 +102,11 @@ func (s *Store) DeleteFilesTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, 
 			return out, fmt.Errorf("remove the files' graph: %w", err)
 		}
 	}
+	for _, h := range s.onDelete {
+		if err := h.FilesDeletedTx(ctx, tx, kbID, ids); err != nil {
+			return out, err
+		}
+	}
 	if _, err := tx.Exec(ctx, `UPDATE knowledge_bases SET index_version = index_version + 1, updated_at = now() WHERE kb_id = $1`, kbID); err != nil {
 		return out, err
 	}

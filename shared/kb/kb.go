@@ -119,7 +119,18 @@ type Store struct {
 	defaultEmbedding string
 	dims             func(spec string) (int, error)
 	graph            GraphCleaner
+	onDelete         []FileDeletionHook
 }
+
+// FileDeletionHook updates what another package keeps about files (the
+// mind map's leaves, shared/mindmap) in the transaction that deletes them.
+type FileDeletionHook interface {
+	FilesDeletedTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error
+}
+
+// OnFilesDeleted adds h to the hooks every file deletion runs in its
+// transaction (set at start-up, before the store is used).
+func (s *Store) OnFilesDeleted(h FileDeletionHook) { s.onDelete = append(s.onDelete, h) }
 
 // GraphCleaner removes what the knowledge graph holds of deleted files and
 // knowledge bases, in the deleting transaction (shared/graph's Postgres

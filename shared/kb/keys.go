@@ -89,3 +89,8 @@ func ImageURL(kbID, key string) string {
 	}
 	return "/api/knowledge/databases/" + kbID + "/images/" + strings.Join(parts, "/")
 }
+
+// GraphCollection is the vector collection of a KB's graph: its entities'
+// and triples' vectors (shared/graph's vector index); a KB's purge drops it
+// with the chunks' collection (named kbID).
+func GraphCollection(kbID string) string { return kbID + "__graph" }

@@ -79,8 +79,10 @@ func (s *Store) OwePurgeIfGone(ctx context.Context, kbID string) (bool, error) {
 
 func purge(ctx context.Context, vs CollectionDropper, objs ObjectRemover, kbID, prefix string) error {
 	if vs != nil {
-		if err := vs.DropCollection(ctx, kbID); err != nil {
-			return fmt.Errorf("drop the vector collection of %s: %w", kbID, err)
+		for _, name := range []string{kbID, GraphCollection(kbID)} {
+			if err := vs.DropCollection(ctx, name); err != nil {
+				return fmt.Errorf("drop the vector collection %s of %s: %w", name, kbID, err)
+			}
 		}
 	}
 	if objs == nil || prefix == "" {

@@ -194,3 +194,32 @@ func (s *Service) WorkspaceDownload(ctx context.Context, uid, p string) (Served,
 	}
 	return sv, relabel(err, v)
 }
+
+// WorkspaceRead returns the base name and content of one workspace file of
+// at most max bytes (a directory: 400 is_directory; longer: 413
+// file_too_large), for imports into a knowledge base.
+func (s *Service) WorkspaceRead(ctx context.Context, uid, p string, max int64) (string, []byte, error) {
+	sc, err := s.workspaceScope(uid)
+	if err != nil {
+		return "", nil, err
+	}
+	v, err := workspacePath(p)
+	if err != nil {
+		return "", nil, err
+	}
+	st, err := s.cfg.Sandbox.Stat(ctx, sc, v)
+	if err != nil {
+		return "", nil, relabel(fileErr(err, v), v)
+	}
+	if st.IsDir {
+		return "", nil, failure.Invalid("is_directory", "%s is a directory", workspaceDisplay(v))
+	}
+	data, _, truncated, err := s.cfg.Sandbox.ReadFile(ctx, sc, v, max)
+	if err != nil {
+		return "", nil, relabel(fileErr(err, v), v)
+	}
+	if truncated {
+		return "", nil, failure.New(failure.KindTooLarge, "file_too_large", "%s is larger than %d MB", workspaceDisplay(v), max>>20)
+	}
+	return path.Base(v), data, nil
+}

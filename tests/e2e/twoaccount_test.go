@@ -176,6 +176,23 @@ func refusalCode(code string) bool {
 	return strings.HasSuffix(code, "_not_found") || strings.HasSuffix(code, "_forbidden")
 }
 
+// kbInBody is the fixture of the routes that name the knowledge base in
+// their body (fetch-url, import-workspace): every attacker and the KB's
+// reader name A's KB and are refused.
+func kbInBody(f fixture, kbID string, reader *testkit.Client) fixture {
+	f.callers = append(slices.Clone(f.callers), caller{"reader of A's KB", reader, true})
+	f.reader = nil
+	f.call = map[string][]func(c *testkit.Client) testkit.Response{
+		"POST /api/knowledge/files/fetch-url": {func(c *testkit.Client) testkit.Response {
+			return c.Do("POST", "/api/knowledge/files/fetch-url", map[string]any{"url": "http://127.0.0.1:1/x", "kb_id": kbID})
+		}},
+		"POST /api/knowledge/files/import-workspace": {func(c *testkit.Client) testkit.Response {
+			return c.Do("POST", "/api/knowledge/files/import-workspace", map[string]any{"kb_id": kbID, "paths": []string{"/alice-plan.md"}})
+		}},
+	}
+	return f
+}
+
 func TestTwoAccountSuite(t *testing.T) {
 	t.Parallel()
 	// A real provisioner: the file routes read and write through it.
@@ -407,6 +424,9 @@ func TestTwoAccountSuite(t *testing.T) {
 		intake.ReadSchedule:   knowledge(kbReader),
 		intake.ManageSchedule: knowledge(kbReader),
 		intake.ReadKBQuery:    graphQuery(knowledge(kbReader), kbID),
+		// graphroutes: imports into the KB named in the body, refused (to
+		// the KB's reader too) before anything is fetched or read.
+		intake.KBInBody: kbInBody(knowledge(kbReader), kbID, kbReader),
 		// admin: tasks, seen by who reads their KB, managed by who manages it.
 		intake.ReadTask:   knowledge(kbReader),
 		intake.ManageTask: knowledge(kbReader),

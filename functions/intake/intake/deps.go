@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/agent"
@@ -19,6 +20,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbassist"
 	"github.com/yuxi-serverless/yuxi/shared/logring"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/mindmap"
@@ -71,7 +73,12 @@ type Deps struct {
 	// graph_unavailable); its KBs is set here.
 	GraphBuild *graph.Builder
 	// Mindmaps serves the mind-map routes (nil: they answer 503 mindmap_unavailable).
-	Mindmaps  *mindmap.Service
+	Mindmaps *mindmap.Service
+	// Assist writes sample questions and descriptions of knowledge bases
+	// with the default model (nil: those routes answer 503 assist_unavailable).
+	Assist *kbassist.Service
+	// Outbound is the SSRF-guarded client (netguard) for fetch-url (nil: 503).
+	Outbound  *http.Client
 	Retriever *kb.Retriever
 	Blob      blob.Store
 	Keyword   kb.KeywordIndex

@@ -77,6 +77,9 @@ const (
 	OwnMessage Check = "message_owner"
 	// OwnProject: {project_id} is one of the caller's projects.
 	OwnProject Check = "project_owner"
+	// KBInBody: the knowledge base named by the body's kb_id may be
+	// managed by the caller (checked before anything is fetched or read).
+	KBInBody Check = "kb_manage_body"
 )
 
 // handler is a route's code: it writes its answer, or returns an error that
@@ -245,6 +248,7 @@ func (s *Server) Routes() []Route {
 	if s.d.KBs != nil {
 		rs = append(rs, s.knowledgeRoutes()...)
 		rs = append(rs, s.mindmapRoutes()...)
+		rs = append(rs, s.kbAssistRoutes()...) // routes_kb_assist.go
 		rs = append(rs, s.evaluationRoutes()...)
 		rs = append(rs, s.taskRoutes()...)
 		rs = append(rs, s.suiteRoutes()...) // routes_suites.go

@@ -19,6 +19,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/invoke"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbimport"
 	"github.com/yuxi-serverless/yuxi/shared/sandbox"
 	"github.com/yuxi-serverless/yuxi/shared/task"
 	"github.com/yuxi-serverless/yuxi/shared/userfiles"
@@ -40,6 +41,8 @@ type Server struct {
 	files *userfiles.Service
 	// tasks is the task centre (nil: /api/tasks answers 503).
 	tasks *task.Store
+	// imports runs fetch-url and import-workspace (nil when d.KBs is).
+	imports *kbimport.Service
 }
 
 // New returns the API server. Every dependency is built by main and passed in.
@@ -79,6 +82,10 @@ func New(d Deps) *Server {
 		}
 		if d.Tasks != nil {
 			s.tasks = d.Tasks.With(d.KBs).WithOwners(taskOwners(s.d.Evaluation, s.graphBuild))
+		}
+		s.imports = &kbimport.Service{Uploads: s.kb, HTTP: d.Outbound}
+		if d.Sandbox != nil {
+			s.imports.Workspace = s.files
 		}
 	}
 	return s

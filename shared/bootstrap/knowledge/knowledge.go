@@ -34,6 +34,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/graph/neo4j"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbassist"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/langfuse"
@@ -86,8 +87,11 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	if err := e.openGraph(); err != nil {
 		return nil, err
 	}
+	e.KBs.OnFilesDeleted(e.Mindmaps()) // a deletion removes its leaves of the mind map in its transaction
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
-	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
+	gr := graph.NewRetrieval(e.Graph)
+	gr.UseVectors(e.graphVectors()) // entities recalled by meaning as well as by name
+	e.Retriever.UseGraph(gr)        // use_graph_retrieval
 	return e, nil
 }
 
@@ -121,7 +125,20 @@ func (e *Engines) openGraph() error {
 func (e *Engines) GraphBuilder(kbs graph.ManageKBs, crash func(string)) *graph.Builder {
 	b := graph.NewBuilder(e.core.Pool, e.Graph, e.KBs, e.core.Providers, e.core.Outbox, kbs)
 	b.Extractor.Crash = crash
+	b.Vectors = e.graphVectors() // unique entities and triples get vectors
 	return b
+}
+
+// graphVectors is the graph's vector index (graph.VectorIndex) over the
+// knowledge bases' vector store.
+func (e *Engines) graphVectors() graph.VectorIndex {
+	return graphVectors{store: e.Vectors, kbs: e.KBs, models: e.Models}
+}
+
+// Assist returns the sample-question and description helpers (the
+// knowledge routes of shared/kbassist).
+func (e *Engines) Assist() *kbassist.Service {
+	return &kbassist.Service{Pool: e.core.Pool, KBs: e.KBs, Files: e.KBs, Models: e.core.Providers}
 }
 
 // Mindmaps returns the mind-map use cases (the mind-map routes and the
