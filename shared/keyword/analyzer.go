@@ -129,6 +129,11 @@ func scan(text string, english bool, fn func(w string, stem bool)) {
 func wordEnd(s string, i int) int {
 	prev := rune(0)
 	for i < len(s) {
+		if c := s[i]; c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' {
+			prev = rune(c) // the common case, without decoding
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if isWordRune(r) {
 			prev = r
