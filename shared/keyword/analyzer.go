@@ -55,17 +55,49 @@ type autoAnalyzer struct{ stems *stemCache }
 
 func (a autoAnalyzer) Terms(text string) []string { return analyze(text, a.stems) }
 
+func (a autoAnalyzer) words(text string, fn func(w string, stem bool)) { scan(text, true, fn) }
+
+func (a autoAnalyzer) stem(w string) string { return a.stems.stem(w) }
+
 // simpleAnalyzer folds and splits but keeps every word as written.
 type simpleAnalyzer struct{}
 
 func (simpleAnalyzer) Terms(text string) []string { return analyze(text, nil) }
 
+func (simpleAnalyzer) words(text string, fn func(w string, stem bool)) { scan(text, false, fn) }
+
+func (simpleAnalyzer) stem(w string) string { return w }
+
+// wordAnalyzer is an analyzer split in two steps, so that indexing can
+// memoize the second per distinct word: words calls fn with each word of
+// text in order, before stemming (stem says whether the word is to be
+// stemmed), and stem returns a word's term. Terms(text) is words' output
+// with stem applied where asked.
+type wordAnalyzer interface {
+	Analyzer
+	words(text string, fn func(w string, stem bool))
+	stem(w string) string
+}
+
 // analyze folds text, splits it into Latin-like words and CJK runs, and
 // returns the terms in text order. With stems (the English rules) it drops
 // stop words and stems; without, it keeps every word.
 func analyze(text string, stems *stemCache) []string {
+	terms := make([]string, 0, len(text)/6+4)
+	scan(text, stems != nil, func(w string, stem bool) {
+		if stem {
+			w = stems.stem(w)
+		}
+		terms = append(terms, w)
+	})
+	return terms
+}
+
+// scan folds text, splits it into Latin-like words and CJK runs, and calls
+// fn with each term in text order, unstemmed. With english it drops stop
+// words and sets stem for the words the stemmer applies to.
+func scan(text string, english bool, fn func(w string, stem bool)) {
 	folded := fold(text)
-	terms := make([]string, 0, len(folded)/6+4)
 	i := 0
 	for i < len(folded) {
 		r, size := utf8.DecodeRuneInString(folded[i:])
@@ -79,17 +111,16 @@ func analyze(text string, stems *stemCache) []string {
 				}
 				j += s2
 			}
-			terms = appendCJK(terms, folded[i:j])
+			scanCJK(folded[i:j], fn)
 			i = j
 		case isWordRune(r):
 			j := wordEnd(folded, i)
-			terms = appendWord(terms, folded[i:j], stems)
+			scanWord(folded[i:j], english, fn)
 			i = j
 		default:
 			i += size
 		}
 	}
-	return terms
 }
 
 // wordEnd returns the end of the word starting at i. Apostrophes between
@@ -98,6 +129,11 @@ func analyze(text string, stems *stemCache) []string {
 func wordEnd(s string, i int) int {
 	prev := rune(0)
 	for i < len(s) {
+		if c := s[i]; c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c >= 'A' && c <= 'Z' {
+			prev = rune(c) // the common case, without decoding
+			i++
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(s[i:])
 		if isWordRune(r) {
 			prev = r
@@ -122,24 +158,19 @@ func wordEnd(s string, i int) int {
 	return i
 }
 
-func appendWord(terms []string, w string, stems *stemCache) []string {
+func scanWord(w string, english bool, fn func(w string, stem bool)) {
 	if hasApostrophe(w) {
 		w = strings.ReplaceAll(w, "\u2019", "'")
 		w = strings.TrimSuffix(w, "'s") // English possessive
 		w = strings.ReplaceAll(w, "'", "")
 	}
 	if w == "" || len(w) > maxTermBytes {
-		return terms
+		return
 	}
-	if stems != nil {
-		if isStopWord(w) {
-			return terms
-		}
-		if stemmable(w) {
-			w = stems.stem(w)
-		}
+	if english && isStopWord(w) {
+		return
 	}
-	return append(terms, w)
+	fn(w, english && stemmable(w))
 }
 
 // hasApostrophe reports whether w holds ' or ’ (U+2019, whose UTF-8 form
@@ -154,18 +185,17 @@ func hasApostrophe(w string) bool {
 	return false
 }
 
-// appendCJK appends every character and every pair of adjacent characters of
+// scanCJK emits every character and every pair of adjacent characters of
 // the run. A one-character run yields just that character.
-func appendCJK(terms []string, run string) []string {
+func scanCJK(run string, fn func(w string, stem bool)) {
 	prev := -1 // start of the previous character
 	for i, r := range run {
 		if prev >= 0 {
-			terms = append(terms, run[prev:i+utf8.RuneLen(r)])
+			fn(run[prev:i+utf8.RuneLen(r)], false)
 		}
-		terms = append(terms, run[i:i+utf8.RuneLen(r)])
+		fn(run[i:i+utf8.RuneLen(r)], false)
 		prev = i
 	}
-	return terms
 }
 
 // stemmable reports whether w is an ASCII word with at least one letter: the

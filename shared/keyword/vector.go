@@ -42,8 +42,9 @@ func prepareDocs(an Analyzer, docs []Doc) []preparedDoc {
 	out := make([]preparedDoc, len(docs))
 	workers := min(runtime.GOMAXPROCS(0), len(docs)/prepareBatch)
 	if workers <= 1 {
+		p := newPreparer(an)
 		for i, d := range docs {
-			out[i] = prepareDoc(an, d)
+			out[i] = p.prepare(d)
 		}
 		return out
 	}
@@ -53,13 +54,14 @@ func prepareDocs(an Analyzer, docs []Doc) []preparedDoc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			p := newPreparer(an)
 			for {
 				from := int(next.Add(prepareBatch)) - prepareBatch
 				if from >= len(docs) {
 					return
 				}
 				for i := from; i < min(from+prepareBatch, len(docs)); i++ {
-					out[i] = prepareDoc(an, docs[i])
+					out[i] = p.prepare(docs[i])
 				}
 			}
 		}()
@@ -71,6 +73,79 @@ func prepareDocs(an Analyzer, docs []Doc) []preparedDoc {
 // prepareBatch is how many documents a worker of prepareDocs takes at once.
 const prepareBatch = 32
 
+// preparer analyses the documents of one worker of prepareDocs. With a
+// wordAnalyzer it memoizes, for the worker's batch, each distinct word's
+// term (so the stemmer or its shared cache is asked once per distinct word,
+// not once per occurrence) and counts term frequencies by term number
+// instead of sorting every occurrence. Not safe for concurrent use.
+type preparer struct {
+	an      Analyzer
+	wa      wordAnalyzer     // nil: an is not one; prepare falls back to an.Terms
+	ids     map[string]int32 // word as written (folded) → term number
+	byTerm  map[string]int32 // term → term number
+	terms   []string         // term number → term (an owned copy)
+	counts  []int32          // term number → occurrences in the current document
+	touched []int32          // term numbers of the current document
+}
+
+func newPreparer(an Analyzer) *preparer {
+	p := &preparer{an: an}
+	if wa, ok := an.(wordAnalyzer); ok {
+		p.wa = wa
+		p.ids = make(map[string]int32)
+		p.byTerm = make(map[string]int32)
+	}
+	return p
+}
+
+func (p *preparer) prepare(d Doc) preparedDoc {
+	if p.wa == nil {
+		return prepareDoc(p.an, d)
+	}
+	length := 0
+	p.wa.words(d.Text, func(w string, stem bool) {
+		length++
+		id, ok := p.ids[w]
+		if !ok {
+			id = p.termID(w, stem)
+		}
+		if p.counts[id] == 0 {
+			p.touched = append(p.touched, id)
+		}
+		p.counts[id]++
+	})
+	slices.SortFunc(p.touched, func(a, b int32) int { return strings.Compare(p.terms[a], p.terms[b]) })
+	vec := make([]termTF, len(p.touched))
+	for i, id := range p.touched {
+		vec[i] = termTF{term: p.terms[id], tf: min(int(p.counts[id]), maxTF)}
+		p.counts[id] = 0
+	}
+	p.touched = p.touched[:0]
+	return preparedDoc{id: d.ID, length: length, terms: vec, vector: encodeVector(vec)}
+}
+
+// termID numbers the term of a word seen for the first time. Words with the
+// same term ("cell", "cells") share its number. Words and terms are copied:
+// they may be substrings of a large text.
+func (p *preparer) termID(w string, stem bool) int32 {
+	t := w
+	if stem {
+		t = p.wa.stem(w)
+	}
+	id, ok := p.byTerm[t]
+	if !ok {
+		id = int32(len(p.terms))
+		t = strings.Clone(t)
+		p.terms = append(p.terms, t)
+		p.counts = append(p.counts, 0)
+		p.byTerm[t] = id
+	}
+	p.ids[strings.Clone(w)] = id
+	return id
+}
+
+// prepareDoc analyses d with an.Terms: the path for analyzers that are not
+// wordAnalyzers.
 func prepareDoc(an Analyzer, d Doc) preparedDoc {
 	terms := an.Terms(d.Text)
 	length := len(terms)
