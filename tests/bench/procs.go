@@ -162,13 +162,13 @@ func startProc(bin string, env map[string]string, timeout time.Duration, onLine 
 }
 
 // readyAddr finds the listening address in a ready line: "<function>:
-// ready on <addr>" (the functions) or "yuxi: ready, API on http://<addr>
-// (…)" (the local runner).
+// ready on <addr>" (the functions) or "yuxi: ready, web UI and API on
+// http://<addr> (…)" (the local runner, infra/local/cmd/yuxi-server).
 func readyAddr(line string) (string, bool) {
 	if _, addr, ok := strings.Cut(line, ": ready on "); ok {
 		return strings.TrimSpace(addr), true
 	}
-	if _, rest, ok := strings.Cut(line, ": ready, API on http://"); ok {
+	if _, rest, ok := strings.Cut(line, ": ready, web UI and API on http://"); ok {
 		addr, _, _ := strings.Cut(rest, " ")
 		return addr, true
 	}
