@@ -14,7 +14,8 @@
 // functions/kb-index, shared/kbtool, shared/bootstrap/knowledge, tests.
 // May import: events, shared/access, shared/blob, shared/blob/notify,
 // shared/failure, shared/outbox, shared/postgres, shared/chunk,
-// shared/keyword, shared/vector, shared/embed, shared/telemetry, pgx.
+// shared/keyword, shared/vector, shared/embed, shared/telemetry,
+// shared/kbconnect, shared/secret, pgx.
 package kb
 
 import (
@@ -32,6 +33,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kbconnect"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
@@ -82,7 +84,8 @@ func scanKB(row pgx.Row) (KB, error) {
 	if share != nil {
 		k.ShareConfig = share
 	}
-	k.DBID, k.SupportsDocuments = k.KBID, true
+	k.DBID, k.SupportsDocuments = k.KBID, k.KBType == TypeDocument
+	redactConnector(&k)
 	return k, err
 }
 
@@ -119,6 +122,7 @@ type Store struct {
 	defaultEmbedding string
 	dims             func(spec string) (int, error)
 	graph            GraphCleaner
+	secrets          Sealer // seals connector tokens (UseSecrets)
 }
 
 // GraphCleaner removes what the knowledge graph holds of deleted files and
@@ -242,7 +246,8 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// Create makes a document KB owned by sub (admins only; checked by the caller's route).
+// Create makes a document KB (or, for a connector kb_type, a read-only
+// connector KB) owned by sub (admins only; checked by the caller's route).
 func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) (KB, error) {
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
@@ -251,10 +256,13 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) 
 	if name == "" || len(name) > 200 {
 		return KB{}, failure.Unprocessable("invalid_kb", "name must be 1 to 200 characters")
 	}
-	switch in.KBType {
-	case "", TypeDocument, "document":
+	switch {
+	case in.KBType == "" || in.KBType == TypeDocument || in.KBType == "document":
+	case kbconnect.Supported(in.KBType):
+		return s.createConnector(ctx, sub, name, in)
 	default:
-		return KB{}, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not supported; use %q (document knowledge base)", in.KBType, TypeDocument)
+		return KB{}, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not supported; use %q (document knowledge base) or %q (read-only connector)",
+			in.KBType, TypeDocument, kbconnect.Dify)
 	}
 	spec := in.EmbeddingModelSpec
 	if spec == "" {
@@ -357,7 +365,12 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 			desc = *in.Description
 		}
 		add := k.AdditionalParams
-		if in.AdditionalParams != nil {
+		var sealed *string // a new connector token
+		if in.AdditionalParams != nil && k.KBType != TypeDocument {
+			if add, sealed, err = s.connectorPatch(k, *in.AdditionalParams); err != nil {
+				return err
+			}
+		} else if in.AdditionalParams != nil {
 			patch, err := normalizeAdditional(*in.AdditionalParams)
 			if err != nil {
 				return err
@@ -382,7 +395,8 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 			llm = in.LLMModelSpec
 		}
 		_, err = tx.Exec(ctx, `UPDATE knowledge_bases SET name = $2, description = $3, additional_params = $4, share_config = $5,
-			llm_model_spec = $6, updated_at = now() WHERE kb_id = $1`, kbID, name, desc, add, share, llm)
+			llm_model_spec = $6, connector_secret = COALESCE($7, connector_secret), updated_at = now() WHERE kb_id = $1`,
+			kbID, name, desc, add, share, llm, sealed)
 		if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
 			return failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
 		}

@@ -34,6 +34,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/graph/neo4j"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
+	"github.com/yuxi-serverless/yuxi/shared/kbconnect"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/langfuse"
@@ -83,11 +84,15 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.Vectors = pgVectors
 	core.OnClose(pgVectors.Close) // its background index builds
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
+	e.KBs.UseSecrets(core.Secrets) // connector tokens
 	if err := e.openGraph(); err != nil {
 		return nil, err
 	}
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
 	e.Retriever.UseGraph(graph.NewRetrieval(e.Graph)) // use_graph_retrieval
+	connectors := cfg.Outbound().Client()             // read-only connector KBs, SSRF-guarded
+	connectors.Timeout = time.Minute
+	e.Retriever.UseConnectors(&kbconnect.Client{HTTP: connectors}, core.Secrets)
 	return e, nil
 }
 
