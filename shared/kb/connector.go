@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -60,12 +59,9 @@ func (s *Store) createConnector(ctx context.Context, sub access.Subject, name st
 		return KB{}, err
 	}
 	add, _ := json.Marshal(public)
-	var share any
-	if len(in.ShareConfig) > 0 && string(in.ShareConfig) != "null" {
-		if _, err := access.Parse(in.ShareConfig); err != nil {
-			return KB{}, err
-		}
-		share = []byte(in.ShareConfig)
+	share, err := shareValue(in.ShareConfig)
+	if err != nil {
+		return KB{}, err
 	}
 	id := newID("kb_")
 	sealed, err := sealer(s.secrets).Seal(token, connectorAD(id))
@@ -76,14 +72,7 @@ func (s *Store) createConnector(ctx context.Context, sub access.Subject, name st
 		embedding_dim, additional_params, share_config, created_by, connector_secret)
 		VALUES ($1, $2, $3, $4, '', 0, $5, $6, $7, $8) RETURNING `+kbCols,
 		id, name, in.Description, in.KBType, add, share, sub.UID, sealed))
-	if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
-		return KB{}, failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
-	}
-	if err != nil {
-		return KB{}, fmt.Errorf("create knowledge base: %w", err)
-	}
-	k.Permission = access.Manage.String()
-	return k, nil
+	return created(k, err, name)
 }
 
 // redactConnector marks the secret fields of a connector KB's additional_params.
@@ -227,5 +216,7 @@ func Types() []TypeInfo {
 			Description: "Files parsed to Markdown, chunked, searched by vector, BM25 keyword or hybrid retrieval."},
 		{Type: kbconnect.Dify, Name: "Dify dataset", ReadOnly: true, CreateParams: kbconnect.Schema(kbconnect.Dify),
 			Description: "Read-only connector: queries an existing Dify dataset through its retrieve API; no upload or indexing."},
+		{Type: kbconnect.Notion, Name: "Notion pages", ReadOnly: true, CreateParams: kbconnect.Schema(kbconnect.Notion),
+			Description: "Read-only connector: searches the pages shared with a Notion integration; no upload or indexing."},
 	}
 }

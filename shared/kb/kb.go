@@ -290,18 +290,31 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) 
 	if err != nil {
 		return KB{}, err
 	}
-	var share any
-	if len(in.ShareConfig) > 0 && string(in.ShareConfig) != "null" {
-		if _, err := access.Parse(in.ShareConfig); err != nil {
-			return KB{}, err
-		}
-		share = []byte(in.ShareConfig)
+	share, err := shareValue(in.ShareConfig)
+	if err != nil {
+		return KB{}, err
 	}
 	id := newID("kb_")
 	k, err := scanKB(s.pool.QueryRow(ctx, `INSERT INTO knowledge_bases (kb_id, name, description, kb_type, embedding_model_spec,
 		embedding_dim, llm_model_spec, query_params, additional_params, share_config, created_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING `+kbCols,
 		id, name, in.Description, TypeDocument, spec, dim, in.LLMModelSpec, qp, add, share, sub.UID))
+	return created(k, err, name)
+}
+
+// shareValue validates a create request's share_config (nil: private to its creator).
+func shareValue(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if _, err := access.Parse(raw); err != nil {
+		return nil, err
+	}
+	return []byte(raw), nil
+}
+
+// created answers the INSERT of a new KB named name, which sub manages.
+func created(k KB, err error, name string) (KB, error) {
 	if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
 		return KB{}, failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
 	}

@@ -48,7 +48,7 @@ func (c *Client) dify(ctx context.Context, src Source, query string, opt Options
 	h := http.Header{}
 	h.Set("Authorization", "Bearer "+src.Secret)
 	var ans difyAnswer
-	if err := c.post(ctx, Dify, endpoint, h, map[string]any{"query": query, "retrieval_model": rm}, &ans); err != nil {
+	if err := c.call(ctx, Dify, http.MethodPost, endpoint, h, map[string]any{"query": query, "retrieval_model": rm}, &ans); err != nil {
 		return nil, err
 	}
 	out := make([]Hit, 0, len(ans.Records))

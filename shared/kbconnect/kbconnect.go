@@ -1,8 +1,8 @@
 // Package kbconnect is the read-only knowledge-base connectors (kb_type
-// "dify"): the schema of each connector's connection
+// "dify" and "notion"): the schema of each connector's connection
 // parameters (rendered by the web UI's create form), their validation, and
 // retrieval through the remote service's HTTP API — Dify's dataset
-// retrieve API — with the caller's (SSRF-guarded)
+// retrieve API, Notion's search and block-children APIs — with the caller's (SSRF-guarded)
 // HTTP client. Results come back as Hits; shared/kb shapes them as native
 // query results.
 //
@@ -25,7 +25,8 @@ import (
 
 // Kinds.
 const (
-	Dify = "dify"
+	Dify   = "dify"
+	Notion = "notion"
 )
 
 // Field is one connection parameter of a connector's create form.
@@ -47,6 +48,11 @@ var schemas = map[string][]Field{
 			Description: "Base URL of the Dify service API, e.g. https://api.dify.ai/v1"},
 		{Name: "dify_token", Label: "Dataset API key", Type: "password", Required: true, Secret: true, Aliases: []string{"api_key", "token"}},
 		{Name: "dify_dataset_id", Label: "Dataset ID", Type: "string", Required: true, Aliases: []string{"dataset_id"}},
+	},
+	Notion: {
+		{Name: "notion_api_url", Label: "Notion API URL", Type: "url", Default: "https://api.notion.com", Aliases: []string{"api_base_url"}},
+		{Name: "notion_token", Label: "Integration token", Type: "password", Required: true, Secret: true, Aliases: []string{"api_key", "token"}},
+		{Name: "notion_version", Label: "Notion-Version", Type: "string", Default: "2022-06-28"},
 	},
 }
 
@@ -168,6 +174,8 @@ func (c *Client) Retrieve(ctx context.Context, src Source, query string, opt Opt
 	switch src.Kind {
 	case Dify:
 		return c.dify(ctx, src, query, opt)
+	case Notion:
+		return c.notion(ctx, src, query, opt)
 	}
 	return nil, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not a connector", src.Kind)
 }
@@ -177,17 +185,24 @@ func unavailable(kind string, err error) error {
 	return failure.New(failure.KindUnavailable, "connector_unavailable", "the %s service could not answer: %v", kind, err)
 }
 
-func (c *Client) post(ctx context.Context, kind, endpoint string, header http.Header, body any, out any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
+// call sends body (none when nil) to endpoint and decodes the JSON answer into out.
+func (c *Client) call(ctx context.Context, kind, method, endpoint string, header http.Header, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, rd)
 	if err != nil {
 		return failure.Unprocessable("invalid_connection_param", "bad %s endpoint: %v", kind, err)
 	}
 	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return unavailable(kind, err)

@@ -73,3 +73,55 @@ func TestDifyRetrieveErrors(t *testing.T) {
 		}
 	}
 }
+
+// Notion: pages found by /v1/search (with the Notion-Version header and the
+// bearer token), their text read from /v1/blocks/{id}/children.
+func TestNotionRetrieve(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret_n" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.Header.Get("Notion-Version") != "2022-06-28" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/v1/search":
+			var body struct {
+				Query    string `json:"query"`
+				PageSize int    `json:"page_size"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			if body.Query != "onboarding" || body.PageSize != 2 {
+				w.WriteHeader(http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(`{"results":[
+				{"object":"page","id":"p1","url":"https://notion.so/p1","properties":{"Name":{"type":"title","title":[{"plain_text":"Onboarding"}]}}},
+				{"object":"page","id":"p2","url":"https://notion.so/p2","properties":{"title":{"type":"title","title":[{"plain_text":"Other"}]}}},
+				{"object":"page","id":"p3","properties":{}}]}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/blocks/p1/children":
+			_, _ = w.Write([]byte(`{"results":[{"type":"paragraph","paragraph":{"rich_text":[{"plain_text":"Read the "},{"plain_text":"handbook."}]}},{"type":"divider","divider":{}}]}`))
+		case r.Method == http.MethodGet && r.URL.Path == "/v1/blocks/p2/children":
+			_, _ = w.Write([]byte(`{"results":[{"type":"heading_1","heading_1":{"rich_text":[{"plain_text":"Misc"}]}}]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	pub, tok, err := kbconnect.Normalize(kbconnect.Notion, map[string]any{"notion_api_url": srv.URL, "notion_token": "secret_n"})
+	if err != nil || pub["notion_version"] != "2022-06-28" {
+		t.Fatalf("Normalize: %v %v", pub, err)
+	}
+	c := &kbconnect.Client{HTTP: srv.Client()}
+	hits, err := c.Retrieve(t.Context(), kbconnect.Source{Kind: kbconnect.Notion, Params: pub, Secret: tok}, "onboarding", kbconnect.Options{TopK: 2})
+	if err != nil || len(hits) != 2 || hits[0].ID != "p1" || hits[0].Content != "Onboarding\nRead the handbook." || hits[0].DocumentName != "Onboarding" ||
+		hits[1].Content != "Other\nMisc" || !(hits[0].Score > hits[1].Score) {
+		t.Fatalf("Retrieve = %+v, %v", hits, err)
+	}
+	if _, err := c.Retrieve(t.Context(), kbconnect.Source{Kind: kbconnect.Notion, Params: pub, Secret: "bad"}, "onboarding", kbconnect.Options{TopK: 2}); code(err) != "connector_auth_failed" {
+		t.Fatalf("bad token: %v", err)
+	}
+}

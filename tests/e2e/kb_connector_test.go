@@ -77,7 +77,7 @@ func TestDifyConnector(t *testing.T) {
 	}
 
 	created := c.Do("POST", "/api/knowledge/databases", map[string]any{"database_name": "Dify docs", "kb_type": "dify",
-		"share_config": testkit.GlobalReadShare(),
+		"share_config":      testkit.GlobalReadShare(),
 		"additional_params": map[string]any{"api_base_url": dify.URL + "/v1/", "api_key": "dify-secret-key", "dataset_id": "ds-1"}})
 	if created.Status != http.StatusOK || strings.Contains(string(created.Body), "dify-secret-key") {
 		t.Fatalf("create: %d %s", created.Status, created.Body)
@@ -180,5 +180,42 @@ func TestDifyConnector(t *testing.T) {
 	}
 	if calls.Load() != before+2 {
 		t.Fatalf("the fake was called %d times, want 2", calls.Load()-before)
+	}
+}
+
+// A Notion knowledge base answers the query-test route from the pages its
+// integration sees (search, then block children), the token never shown.
+func TestNotionConnector(t *testing.T) {
+	t.Parallel()
+	notion := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer secret_notion" || r.Header.Get("Notion-Version") == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/search":
+			_, _ = w.Write([]byte(`{"results":[{"object":"page","id":"page-1","url":"https://notion.so/page-1","properties":{"Name":{"type":"title","title":[{"plain_text":"Release notes"}]}}}]}`))
+		case "/v1/blocks/page-1/children":
+			_, _ = w.Write([]byte(`{"results":[{"type":"paragraph","paragraph":{"rich_text":[{"plain_text":"Version 2 ships connectors."}]}}]}`))
+		default:
+			w.WriteHeader(http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(notion.Close)
+	p := testkit.StartLocal(t, testkit.Env{"YUXI_OUTBOUND_ALLOW": "127.0.0.1/32"})
+	c := p.Admin
+	created := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": "Notion", "kb_type": "notion",
+		"additional_params": map[string]any{"notion_api_url": notion.URL, "notion_token": "secret_notion"}})
+	kbID, _ := created["kb_id"].(string)
+	if b, _ := json.Marshal(created); kbID == "" || strings.Contains(string(b), "secret_notion") {
+		t.Fatalf("create: %s", b)
+	}
+	r := c.Do("POST", "/api/knowledge/databases/"+kbID+"/query-test", map[string]any{"query": "what ships in version 2"})
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"content":"Release notes\nVersion 2 ships connectors."`) ||
+		!strings.Contains(string(r.Body), `"source":"Release notes"`) {
+		t.Fatalf("query-test: %d %s", r.Status, r.Body)
+	}
+	if up := c.Upload(kbID, "a.md", []byte("# a\n")); up.Status != http.StatusUnprocessableEntity || up.Code() != "kb_read_only" {
+		t.Fatalf("upload: %d %s", up.Status, up.Body)
 	}
 }
