@@ -14,7 +14,8 @@
 // functions/kb-index, shared/kbtool, shared/bootstrap/knowledge, tests.
 // May import: events, shared/access, shared/blob, shared/blob/notify,
 // shared/failure, shared/outbox, shared/postgres, shared/chunk,
-// shared/keyword, shared/vector, shared/embed, shared/telemetry, pgx.
+// shared/keyword, shared/vector, shared/embed, shared/telemetry,
+// shared/kbconnect, shared/secret, pgx.
 package kb
 
 import (
@@ -32,6 +33,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/access"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kbconnect"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 )
 
@@ -82,7 +84,8 @@ func scanKB(row pgx.Row) (KB, error) {
 	if share != nil {
 		k.ShareConfig = share
 	}
-	k.DBID, k.SupportsDocuments = k.KBID, true
+	k.DBID, k.SupportsDocuments = k.KBID, k.KBType == TypeDocument
+	redactConnector(&k)
 	return k, err
 }
 
@@ -120,6 +123,7 @@ type Store struct {
 	dims             func(spec string) (int, error)
 	graph            GraphCleaner
 	onDelete         []FileDeletionHook
+	secrets          Sealer // seals connector tokens (UseSecrets)
 }
 
 // FileDeletionHook updates what another package keeps about files (the
@@ -253,7 +257,8 @@ func newID(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// Create makes a document KB owned by sub (admins only; checked by the caller's route).
+// Create makes a document KB (or, for a connector kb_type, a read-only
+// connector KB) owned by sub (admins only; checked by the caller's route).
 func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) (KB, error) {
 	name := strings.TrimSpace(in.Name)
 	if name == "" {
@@ -262,10 +267,13 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) 
 	if name == "" || len(name) > 200 {
 		return KB{}, failure.Unprocessable("invalid_kb", "name must be 1 to 200 characters")
 	}
-	switch in.KBType {
-	case "", TypeDocument, "document":
+	switch {
+	case in.KBType == "" || in.KBType == TypeDocument || in.KBType == "document":
+	case kbconnect.Supported(in.KBType):
+		return s.createConnector(ctx, sub, name, in)
 	default:
-		return KB{}, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not supported; use %q (document knowledge base)", in.KBType, TypeDocument)
+		return KB{}, failure.Unprocessable("unsupported_kb_type", "kb_type %q is not supported; use %q (document knowledge base) or %q (read-only connector)",
+			in.KBType, TypeDocument, kbconnect.Dify)
 	}
 	spec := in.EmbeddingModelSpec
 	if spec == "" {
@@ -293,18 +301,31 @@ func (s *Store) Create(ctx context.Context, sub access.Subject, in CreateInput) 
 	if err != nil {
 		return KB{}, err
 	}
-	var share any
-	if len(in.ShareConfig) > 0 && string(in.ShareConfig) != "null" {
-		if _, err := access.Parse(in.ShareConfig); err != nil {
-			return KB{}, err
-		}
-		share = []byte(in.ShareConfig)
+	share, err := shareValue(in.ShareConfig)
+	if err != nil {
+		return KB{}, err
 	}
 	id := newID("kb_")
 	k, err := scanKB(s.pool.QueryRow(ctx, `INSERT INTO knowledge_bases (kb_id, name, description, kb_type, embedding_model_spec,
 		embedding_dim, llm_model_spec, query_params, additional_params, share_config, created_by)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING `+kbCols,
 		id, name, in.Description, TypeDocument, spec, dim, in.LLMModelSpec, qp, add, share, sub.UID))
+	return created(k, err, name)
+}
+
+// shareValue validates a create request's share_config (nil: private to its creator).
+func shareValue(raw json.RawMessage) (any, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	if _, err := access.Parse(raw); err != nil {
+		return nil, err
+	}
+	return []byte(raw), nil
+}
+
+// created answers the INSERT of a new KB named name, which sub manages.
+func created(k KB, err error, name string) (KB, error) {
 	if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
 		return KB{}, failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
 	}
@@ -368,7 +389,12 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 			desc = *in.Description
 		}
 		add := k.AdditionalParams
-		if in.AdditionalParams != nil {
+		var sealed *string // a new connector token
+		if in.AdditionalParams != nil && k.KBType != TypeDocument {
+			if add, sealed, err = s.connectorPatch(k, *in.AdditionalParams); err != nil {
+				return err
+			}
+		} else if in.AdditionalParams != nil {
 			patch, err := normalizeAdditional(*in.AdditionalParams)
 			if err != nil {
 				return err
@@ -393,7 +419,8 @@ func (s *Store) Update(ctx context.Context, sub access.Subject, kbID string, in 
 			llm = in.LLMModelSpec
 		}
 		_, err = tx.Exec(ctx, `UPDATE knowledge_bases SET name = $2, description = $3, additional_params = $4, share_config = $5,
-			llm_model_spec = $6, updated_at = now() WHERE kb_id = $1`, kbID, name, desc, add, share, llm)
+			llm_model_spec = $6, connector_secret = COALESCE($7, connector_secret), updated_at = now() WHERE kb_id = $1`,
+			kbID, name, desc, add, share, llm, sealed)
 		if postgres.IsUniqueViolation(err, "knowledge_bases_name_key") {
 			return failure.Conflict("kb_name_taken", "a knowledge base named %q already exists", name)
 		}

@@ -186,7 +186,7 @@ func (l *Library) EditMarkdown(ctx context.Context, sub access.Subject, kbID, fi
 	if err != nil {
 		return File{}, failure.Invalid("invalid_revision", "revision must be the content_revision read with the content")
 	}
-	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocuments(ctx, sub, kbID); err != nil {
 		return File{}, err
 	}
 	key := EditedMarkdownKey(kbID, fileID, time.Now())
@@ -219,7 +219,7 @@ func (l *Library) changeTree(ctx context.Context, sub access.Subject, kbID strin
 	change func(tx pgx.Tx) (File, error)) (File, error) {
 	var f File
 	err := pgx.BeginFunc(ctx, l.store.pool, func(tx pgx.Tx) error {
-		if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
+		if _, err := l.store.GetDocumentsTx(ctx, tx, sub, kbID); err != nil {
 			return err
 		}
 		var err error

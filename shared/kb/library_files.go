@@ -49,7 +49,7 @@ type Upload struct {
 // twice in a KB (409 duplicate_content; the stored object is deleted again).
 func (l *Library) Upload(ctx context.Context, sub access.Subject, kbID string,
 	open func() (filename string, body io.Reader, err error)) (Upload, error) {
-	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocuments(ctx, sub, kbID); err != nil {
 		return Upload{}, err
 	}
 	filename, body, err := open()
@@ -183,7 +183,7 @@ func (l *Library) Register(ctx context.Context, sub access.Subject, kbID string,
 	if _, err := in.processing(); err != nil {
 		return nil, err
 	}
-	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocuments(ctx, sub, kbID); err != nil {
 		return nil, err
 	}
 	hashes, err := l.uploadHashes(ctx, kbID, in.Items, in.ContentHashes)
@@ -208,7 +208,7 @@ func (l *Library) RegisterTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, s
 	if err != nil {
 		return nil, err
 	}
-	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocumentsTx(ctx, tx, sub, kbID); err != nil {
 		return nil, err
 	}
 	nfs := make([]NewFile, 0, len(in.Items))
@@ -324,7 +324,7 @@ func (l *Library) RemoveFiles(ctx context.Context, sub access.Subject, kbID stri
 // RemoveFilesTx is RemoveFiles' transaction; the caller deletes the returned
 // objects and flushes the owed vectors (FlushVectorDeletes) after commit.
 func (l *Library) RemoveFilesTx(ctx context.Context, tx pgx.Tx, sub access.Subject, kbID string, fileIDs []string) (Removed, error) {
-	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocumentsTx(ctx, tx, sub, kbID); err != nil {
 		return Removed{}, err
 	}
 	return l.store.DeleteFilesTx(ctx, tx, l.keyword, kbID, fileIDs)
@@ -373,7 +373,7 @@ func (l *Library) Restage(ctx context.Context, sub access.Subject, kbID string, 
 // RestageTx is Restage in the caller's transaction, chunking already checked.
 func (l *Library) RestageTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, sub access.Subject, kbID string, fileIDs []string,
 	to string, chunking json.RawMessage) ([]map[string]any, error) {
-	if _, err := l.store.GetManagedTx(ctx, tx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocumentsTx(ctx, tx, sub, kbID); err != nil {
 		return nil, err
 	}
 	return l.store.RestageTx(ctx, tx, emit, kbID, fileIDs, to, chunking)
@@ -395,7 +395,7 @@ func (l *Library) RestagePending(ctx context.Context, sub access.Subject, kbID, 
 			chunking = params
 		}
 	}
-	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocuments(ctx, sub, kbID); err != nil {
 		return 0, err
 	}
 	return l.store.restagePending(ctx, func(fn func(pgx.Tx, outbox.Emit) error) error {

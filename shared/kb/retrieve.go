@@ -12,6 +12,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/embed"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
+	"github.com/yuxi-serverless/yuxi/shared/kbconnect"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/telemetry"
@@ -60,6 +61,8 @@ type Retriever struct {
 	keyword KeywordSearcher
 	models  Models
 	graph   GraphRanker
+	conn    *kbconnect.Client // read-only connector KBs (UseConnectors)
+	secrets Sealer
 }
 
 // UseGraph installs the graph ranker of use_graph_retrieval (without one,
@@ -112,6 +115,9 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	}
 	if err := opt.Validate(); err != nil {
 		return nil, err
+	}
+	if k.KBType != TypeDocument {
+		return r.connectorQuery(ctx, k, query, opt)
 	}
 	var groups []string
 	var allow func(string) bool

@@ -78,7 +78,7 @@ func ParseSourceURI(uri string) (provider, bucket, key string, err error) {
 
 // AddSource binds a bucket to a KB sub manages.
 func (s *Store) AddSource(ctx context.Context, sub access.Subject, kbID, provider, bucket, prefix string) (Source, error) {
-	if _, err := s.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := s.GetDocuments(ctx, sub, kbID); err != nil {
 		return Source{}, err
 	}
 	if provider != "s3" && provider != "gcs" {
@@ -111,7 +111,7 @@ func (s *Store) Sources(ctx context.Context, sub access.Subject, kbID string) ([
 
 // RemoveSource unbinds a bucket (files already ingested stay).
 func (s *Store) RemoveSource(ctx context.Context, sub access.Subject, kbID string, id int64) error {
-	if _, err := s.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := s.GetDocuments(ctx, sub, kbID); err != nil {
 		return err
 	}
 	tag, err := s.pool.Exec(ctx, `DELETE FROM knowledge_sources WHERE kb_id = $1 AND id = $2`, kbID, id)
@@ -294,7 +294,7 @@ var ErrSourceUnverified = failure.Unprocessable("source_unverified",
 // that object proves the binder may write to the bucket; another
 // department's admin who binds the bucket cannot.
 func (l *Library) VerifySource(ctx context.Context, sub access.Subject, kbID string, id int64) (Source, error) {
-	if _, err := l.store.GetManaged(ctx, sub, kbID); err != nil {
+	if _, err := l.store.GetDocuments(ctx, sub, kbID); err != nil {
 		return Source{}, err
 	}
 	src, err := scanSource(l.store.pool.QueryRow(ctx, `SELECT `+sourceCols+` FROM knowledge_sources WHERE kb_id = $1 AND id = $2`, kbID, id))

@@ -81,8 +81,7 @@ func (s *Server) deleteKB(w http.ResponseWriter, r *http.Request, p auth.Princip
 }
 
 func (s *Server) kbTypes(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
-	writeJSON(w, http.StatusOK, map[string]any{"kb_types": []map[string]any{{"type": kb.TypeDocument, "name": "Document knowledge base",
-		"description": "Files parsed to Markdown, chunked, searched by vector, BM25 keyword or hybrid retrieval.", "supports_documents": true}}})
+	writeJSON(w, http.StatusOK, map[string]any{"kb_types": kb.Types()})
 	return nil
 }
 

@@ -18,7 +18,7 @@ func (s *Server) externalKBs(w http.ResponseWriter, r *http.Request, p auth.Prin
 	}
 	out := make([]map[string]any, 0, len(list))
 	for _, k := range list {
-		out = append(out, map[string]any{"kb_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "supports_documents": true})
+		out = append(out, map[string]any{"kb_id": k.KBID, "name": k.Name, "description": k.Description, "kb_type": k.KBType, "supports_documents": k.SupportsDocuments})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"databases": out})
 	return nil

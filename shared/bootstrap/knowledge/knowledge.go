@@ -35,6 +35,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/graph/neo4j"
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/kbassist"
+	"github.com/yuxi-serverless/yuxi/shared/kbconnect"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool"
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/langfuse"
@@ -84,14 +85,18 @@ func Open(core *bootstrap.Core) (*Engines, error) {
 	e.Vectors = pgVectors
 	core.OnClose(pgVectors.Close) // its background index builds
 	e.KBs = kb.NewStore(core.Pool, cfg.DefaultEmbedding, m.Dims)
+	e.KBs.UseSecrets(core.Secrets) // connector tokens
 	if err := e.openGraph(); err != nil {
 		return nil, err
 	}
 	e.KBs.OnFilesDeleted(e.Mindmaps()) // a deletion removes its leaves of the mind map in its transaction
 	e.Retriever = kb.NewRetriever(core.Pool, e.Vectors, e.Keyword, m)
 	gr := graph.NewRetrieval(e.Graph)
-	gr.UseVectors(e.graphVectors()) // entities recalled by meaning as well as by name
-	e.Retriever.UseGraph(gr)        // use_graph_retrieval
+	gr.UseVectors(e.graphVectors())       // entities recalled by meaning as well as by name
+	e.Retriever.UseGraph(gr)              // use_graph_retrieval
+	connectors := cfg.Outbound().Client() // read-only connector KBs, SSRF-guarded
+	connectors.Timeout = time.Minute
+	e.Retriever.UseConnectors(&kbconnect.Client{HTTP: connectors}, core.Secrets)
 	return e, nil
 }
 
