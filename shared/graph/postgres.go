@@ -255,32 +255,75 @@ func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, dept
 	return sg, err
 }
 
+// ExpandIDs is the retrieval-only Expand (idExpander): the same walk,
+// limits and result ids as Expand, but entities carry only their ids and
+// relations only their ids and ends (PersonalizedPageRank needs no more), so
+// a query reads index entries and ids instead of names and descriptions.
+func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
+	var sg Subgraph
+	checked := false
+	err := ExpandBFS(&sg, seeds, depth, lim, func(ids []string) ([]Entity, error) {
+		if checked {
+			// The entities the walk reached are ends of relations, which
+			// exist: a chunk that states a relation mentions both ends (Build),
+			// and removal keeps an entity while anything mentions it.
+			out := make([]Entity, len(ids))
+			for i, id := range ids {
+				out[i].ID = id
+			}
+			return out, nil
+		}
+		checked = true // the seeds: only existing ones count
+		rows, err := p.pool.Query(ctx, `SELECT entity_id FROM graph_entities WHERE kb_id = $1 AND entity_id = ANY($2)`, kbID, ids)
+		if err != nil {
+			return nil, fmt.Errorf("load entity ids: %w", err)
+		}
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) {
+			var e Entity
+			return e, row.Scan(&e.ID)
+		})
+	}, func(frontier []string) ([]Relation, error) {
+		rows, err := p.hopRows(ctx, kbID, frontier, lim.PerNode, "relation_id, source_id, target_id")
+		if err != nil {
+			return nil, fmt.Errorf("expand: %w", err)
+		}
+		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Relation, error) {
+			var r Relation
+			return r, row.Scan(&r.ID, &r.Source, &r.Target)
+		})
+	})
+	return sg, err
+}
+
 // hop returns the relations touching the frontier: all of them in relation
 // id order, or with perNode > 0 each node's first perNode relations in each
 // direction (by relation id, on the source and target indexes), in frontier
 // order.
 func (p *Postgres) hop(ctx context.Context, kbID string, frontier []string, perNode int) ([]Relation, error) {
-	var rows pgx.Rows
-	var err error
-	if perNode <= 0 {
-		rows, err = p.pool.Query(ctx, `SELECT relation_id, source_id, target_id, type, description FROM graph_relations
-			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
-			ORDER BY relation_id`, kbID, frontier)
-	} else {
-		rows, err = p.pool.Query(ctx, `SELECT r.relation_id, r.source_id, r.target_id, r.type, r.description
-			FROM unnest($2::text[]) WITH ORDINALITY AS f(id, n)
-			CROSS JOIN LATERAL (
-				(SELECT 0 AS dir, relation_id, source_id, target_id, type, description FROM graph_relations
-				 WHERE kb_id = $1 AND source_id = f.id ORDER BY relation_id LIMIT $3)
-				UNION ALL
-				(SELECT 1, relation_id, source_id, target_id, type, description FROM graph_relations
-				 WHERE kb_id = $1 AND target_id = f.id ORDER BY relation_id LIMIT $3)) r
-			ORDER BY f.n, r.dir, r.relation_id`, kbID, frontier, perNode)
-	}
+	rows, err := p.hopRows(ctx, kbID, frontier, perNode, "relation_id, source_id, target_id, type, description")
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanRelation)
+}
+
+// hopRows runs hop's query selecting cols (a constant list of
+// graph_relations columns, relation_id first).
+func (p *Postgres) hopRows(ctx context.Context, kbID string, frontier []string, perNode int, cols string) (pgx.Rows, error) {
+	if perNode <= 0 {
+		return p.pool.Query(ctx, `SELECT `+cols+` FROM graph_relations
+			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+			ORDER BY relation_id`, kbID, frontier)
+	}
+	return p.pool.Query(ctx, `SELECT r.`+strings.ReplaceAll(cols, ", ", ", r.")+`
+			FROM unnest($2::text[]) WITH ORDINALITY AS f(id, n)
+			CROSS JOIN LATERAL (
+				(SELECT 0 AS dir, `+cols+` FROM graph_relations
+				 WHERE kb_id = $1 AND source_id = f.id ORDER BY relation_id LIMIT $3)
+				UNION ALL
+				(SELECT 1, `+cols+` FROM graph_relations
+				 WHERE kb_id = $1 AND target_id = f.id ORDER BY relation_id LIMIT $3)) r
+			ORDER BY f.n, r.dir, r.relation_id`, kbID, frontier, perNode)
 }
 
 func scanRelation(row pgx.CollectableRow) (Relation, error) {

@@ -118,6 +118,35 @@ func TestPostgresPrunedExpansionAndRankMentioned(t *testing.T) {
 		t.Fatalf("pruned expansion over the node cap: %d entities, truncated %v", len(capped.Entities), capped.Truncated)
 	}
 
+	// The retrieval-only expansion walks the same ids (names and
+	// descriptions left out), an unknown seed dropped as by Expand.
+	leaf := graph.EntityID("leaf07", "Person")
+	for _, lim := range []graph.Limits{{}, {PerNode: 4}, {PerNode: 4, MaxNodes: 3}, {PerNode: 1, MaxNodes: 40, MaxEdges: 5}} {
+		seeds := []string{hub, "no-such-entity", leaf}
+		want, err := e.Expand(ctx, "kb", seeds, 2, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slim, err := e.ExpandIDs(ctx, "kb", seeds, 2, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(slim.Entities) != len(want.Entities) || len(slim.Relations) != len(want.Relations) || slim.Truncated != want.Truncated {
+			t.Fatalf("%+v: ExpandIDs %d entities, %d relations, truncated %v; Expand %d, %d, %v", lim,
+				len(slim.Entities), len(slim.Relations), slim.Truncated, len(want.Entities), len(want.Relations), want.Truncated)
+		}
+		for i, en := range want.Entities {
+			if slim.Entities[i] != (graph.Entity{ID: en.ID}) {
+				t.Fatalf("%+v: entity %d = %+v, want only the id %s", lim, i, slim.Entities[i], en.ID)
+			}
+		}
+		for i, r := range want.Relations {
+			if slim.Relations[i] != (graph.Relation{ID: r.ID, Source: r.Source, Target: r.Target}) {
+				t.Fatalf("%+v: relation %d = %+v, want the ids of %+v", lim, i, slim.Relations[i], r)
+			}
+		}
+	}
+
 	scores := graph.PersonalizedPageRank(full, map[string]float64{hub: 1}, graph.PPROptions{})
 	var ents []string
 	var w []float64

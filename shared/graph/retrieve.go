@@ -43,6 +43,14 @@ const (
 	expandPerNode = 8
 )
 
+// idExpander is an engine with a retrieval-only Expand: the same entity and
+// relation ids (and relation ends), without names, labels, types or
+// descriptions, which PersonalizedPageRank does not read. Engines without it
+// (Neo4j) are expanded with Expand.
+type idExpander interface {
+	ExpandIDs(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error)
+}
+
 // mentionRanker is an engine that ranks chunks by their entities' scores
 // itself (RankChunks over Mentions, without sending every mention back):
 // the embedded engine, in one aggregate query.
@@ -96,7 +104,13 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	}
 	sort.Strings(rest)
 	ids = append(ids, rest...)
-	sg, err := g.engine.Expand(ctx, kbID, ids, opt.Depth, Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes, PerNode: expandPerNode})
+	lim := Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes, PerNode: expandPerNode}
+	var sg Subgraph
+	if x, ok := g.engine.(idExpander); ok {
+		sg, err = x.ExpandIDs(ctx, kbID, ids, opt.Depth, lim)
+	} else {
+		sg, err = g.engine.Expand(ctx, kbID, ids, opt.Depth, lim)
+	}
 	if err != nil {
 		return nil, err
 	}
