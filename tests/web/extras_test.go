@@ -1,10 +1,15 @@
 package web
 
 import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,19 +64,62 @@ func extrasScript(req llmtest.ChatRequest) llmtest.Reply {
 	return llmtest.Text("OK.")
 }
 
+// fakeDify is Dify's dataset retrieve API for dataset "ds-1" and key
+// "dify-secret-key" (as tests/e2e's): a wrong key or path is refused, a
+// query answers one segment that quotes it.
+func fakeDify(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/datasets/ds-1/retrieve" {
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		if r.Header.Get("Authorization") != "Bearer dify-secret-key" {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"code":"unauthorized","message":"Access token is invalid"}`))
+			return
+		}
+		var body struct {
+			Query string `json:"query"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil || body.Query == "" {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		_, _ = fmt.Fprintf(w, `{"query":{"content":%q},"records":[{"segment":{"id":"seg-1","position":1,"document_id":"doc-1",`+
+			`"content":%q,"document":{"id":"doc-1","name":"manual.pdf"}},"score":0.91}]}`, body.Query, "Dify says: "+body.Query+" is in the manual.")
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
 // TestWebExtrasInChromium drives the screens added after the first journey
 // (browser/extras.mjs): artifact cards, citations and math in chat, the
 // knowledge-base extras (folders, preview/edit, re-index, query test,
 // sharing), administration of MCP servers, skills and the dashboard, the
-// agent form's pickers, and the evaluation and graph screens.
+// agent form's pickers, the evaluation screens (incl. a generated dataset
+// that fails and is resumed), the graph screens, a Dify connector KB created
+// from the create_params of GET /api/knowledge/types, and agent evaluation
+// suites.
 func TestWebExtrasInChromium(t *testing.T) {
 	root, chromium := browserTools(t, true)
 
 	mcp := mcpeverything.StartT(t)
+	dify := fakeDify(t)
 	sb := provisionertest.Start(t, provisioner.Config{})
 	p := testkit.StartFirstRun(t, testkit.Env{"YUXI_OUTBOUND_ALLOW": "127.0.0.1/32"}, local.WithWeb(filepath.Join(root, "web", "dist")),
 		local.WithSandbox(sb.Client, sandboxtool.Config{ExecTimeout: 60 * time.Second}))
-	p.LLM.Handle(extrasScript)
+	// Benchmark generation: the first question the model is asked for is
+	// unusable (the generation fails), later ones are good (resume works).
+	var generated atomic.Int64
+	p.LLM.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
+		if strings.Contains(req.LastUserMessage(), `{"query": "问题"`) {
+			if generated.Add(1) == 1 {
+				return llmtest.Text("I cannot write a question.")
+			}
+			return llmtest.Text(`{"query":"How many vacation days per year?","answer":"25 days"}`)
+		}
+		return extrasScript(req)
+	})
 
 	shots := filepath.Join(root, "tests", "web", "screenshots-extras")
 	_ = os.RemoveAll(shots)
@@ -86,5 +134,5 @@ func TestWebExtrasInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runScript(t, root, chromium, "extras.mjs", shots, "BASE_URL="+p.URL, "MD_FILE="+md, "SKILL_FILE="+skill, "MCP_URL="+mcp.URL)
+	runScript(t, root, chromium, "extras.mjs", shots, "BASE_URL="+p.URL, "MD_FILE="+md, "SKILL_FILE="+skill, "MCP_URL="+mcp.URL, "DIFY_URL="+dify.URL+"/v1")
 }

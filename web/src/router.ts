@@ -15,6 +15,7 @@ export const router = createRouter({
     { path: '/agents/new', component: () => import('./views/AgentFormView.vue') },
     { path: '/agents/:slug/edit', component: () => import('./views/AgentFormView.vue') },
     { path: '/admin/:tab(users|providers|settings|mcp|skills|dashboard)?', component: () => import('./views/AdminView.vue') },
+    { path: '/evaluation', component: () => import('./views/EvalSuitesView.vue') },
     { path: '/settings/api-keys', component: () => import('./views/ApiKeysView.vue') },
     { path: '/auth/cli/authorize', component: () => import('./views/CliAuthorizeView.vue') },
     { path: '/auth/oidc/callback', component: () => import('./views/OidcCallbackView.vue'), meta: { public: true } },

@@ -5,7 +5,8 @@
 // model, bwrap sandbox, the reference MCP server) and runs this script.
 //
 // Environment: BASE_URL, SHOTS, MD_FILE (a Markdown file for the KB),
-// SKILL_FILE (a SKILL.md), MCP_URL (an MCP server), CHROMIUM.
+// SKILL_FILE (a SKILL.md), MCP_URL (an MCP server), DIFY_URL (a fake Dify
+// service API holding dataset ds-1, key dify-secret-key), CHROMIUM.
 import { run, authed } from './lib.mjs'
 
 const base = process.env.BASE_URL
@@ -231,6 +232,21 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   await evp.getByTestId('schedule-create').click()
   await evp.locator('[data-testid=schedule-table] tr[data-schedule=nightly]').getByText('Enabled').waitFor()
   await shot('evaluation')
+  // A generated dataset: the model's first question is unusable, so the
+  // generation fails with its message; Resume completes it.
+  await evp.getByTestId('gen-name').fill('generated-bench')
+  await evp.getByLabel('Questions').fill('1')
+  await evp.getByTestId('gen-model').selectOption('fake:test-model')
+  await evp.getByTestId('generate-start').click()
+  const genRow = evp.locator('[data-testid=dataset-table] tr[data-dataset=generated-bench]')
+  await evp.locator('[data-testid=dataset-table] tr[data-dataset=generated-bench][data-status=failed]').waitFor({ timeout: 60000 })
+  await genRow.getByTestId('generation-message').waitFor()
+  await genRow.getByTestId('dataset-resume').click()
+  await evp.locator('[data-testid=dataset-table] tr[data-dataset=generated-bench][data-status=completed]').waitFor({ timeout: 60000 })
+  const genDs = (await okJSON(`/api/evaluation/databases/${kbId}/datasets`)).data.find((d) => d.name === 'generated-bench')
+  if (genDs?.item_count !== 1) fail('generated dataset: ' + JSON.stringify(genDs))
+  await evp.locator('#run-ds option', { hasText: 'generated-bench' }).waitFor({ state: 'attached' })
+  await shot('evaluation-generated')
 
   // 10. Knowledge graph: configure the extractor and build; the subgraph
   // is drawn and a node shows its description; then the mind map.
@@ -249,7 +265,66 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   await gp.getByTestId('mindmap').getByText('handbook.md').waitFor()
   await shot('graph-mindmap')
 
-  // 11. The new screens in Chinese: the knowledge base's tabs, the administration tabs.
+  // 11. A Dify knowledge base: the create form's connection fields come
+  // from the type's create_params (the key is a password input, never shown
+  // again); the KB is read-only (no files tab, no upload) and its query test
+  // answers from the remote dataset.
+  log('dify connector')
+  await page.goto(`${base}/knowledge`)
+  await page.getByTestId('kb-new').click()
+  await page.fill('#kb-name', 'Dify docs')
+  await page.getByTestId('kb-type').selectOption('dify')
+  const conn = page.getByTestId('kb-connection')
+  if (await conn.locator('#kbp-dify_token').getAttribute('type') !== 'password') fail('the Dify key is not a password input')
+  await conn.locator('#kbp-dify_api_url').fill(process.env.DIFY_URL)
+  await conn.locator('#kbp-dify_token').fill('dify-secret-key')
+  await conn.locator('#kbp-dify_dataset_id').fill('ds-1')
+  await shot('kb-create-dify')
+  await page.getByTestId('kb-create').click()
+  await page.waitForURL((u) => /^\/knowledge\/[^/]+$/.test(u.pathname) && !u.pathname.endsWith('/' + kbId))
+  const difyId = new URL(page.url()).pathname.split('/').pop()
+  const ro = page.getByTestId('kb-readonly')
+  await ro.locator('dd[data-param=dify_dataset_id]').getByText('ds-1').waitFor()
+  if (await page.getByTestId('kbtab-files').count() || await page.getByTestId('kb-upload').count()) fail('document routes shown for a read-only KB')
+  const difyKB = await api(`/api/knowledge/databases/${difyId}`)
+  if (difyKB.status !== 200 || difyKB.body.kb_type !== 'dify' || difyKB.body.supports_documents !== false || JSON.stringify(difyKB.body).includes('dify-secret-key')) fail('the Dify KB: ' + JSON.stringify(difyKB))
+  if ((await page.content()).includes('dify-secret-key')) fail('the Dify key is shown on the page')
+  const dq = page.getByTestId('query-test')
+  await dq.getByTestId('qt-query').fill('refunds')
+  await dq.getByTestId('qt-run').click()
+  await dq.getByTestId('qt-results').getByText('Dify says: refunds is in the manual.').waitFor()
+  await shot('kb-dify-query')
+
+  // 12. Agent evaluation suites: create one with two items (one whose
+  // check the scripted answer "OK." passes, one it fails), run it, and see
+  // the per-item results.
+  log('evaluation suites')
+  await page.getByRole('link', { name: 'Evaluation' }).click()
+  await page.getByTestId('suite-new').click()
+  const sf = page.getByTestId('suite-form')
+  await sf.getByLabel('Name', { exact: true }).fill('smoke')
+  await sf.getByLabel('Agent').selectOption('reporter')
+  await sf.getByTestId('suite-input').nth(0).fill('Say something short')
+  await sf.getByTestId('suite-contains').nth(0).fill('OK')
+  await sf.getByTestId('suite-add-item').click()
+  await sf.getByTestId('suite-input').nth(1).fill('Say the secret word')
+  await sf.getByTestId('suite-contains').nth(1).fill('never-there')
+  await page.getByTestId('suite-create').click()
+  await page.locator('[data-testid=suite-table] tr[data-suite=smoke]').waitFor()
+  await page.getByTestId('suite-detail').getByRole('heading', { name: 'smoke' }).waitFor()
+  await page.getByTestId('suite-run').click()
+  await page.locator('[data-testid=suite-runs] tr[data-status=completed]').waitFor({ timeout: 90000 })
+  const sItems = page.getByTestId('suite-run-items')
+  await sItems.locator('tr[data-passed=true]').filter({ hasText: 'Say something short' }).waitFor()
+  await sItems.locator('tr[data-passed=false]').filter({ hasText: 'Say the secret word' }).waitFor()
+  const suite = (await okJSON('/api/evaluation/suites')).data.find((x) => x.name === 'smoke')
+  if (suite?.agent_slug !== 'reporter' || suite.items.length !== 2 || suite.items[1].checks?.[0]?.value !== 'never-there') fail('stored suite: ' + JSON.stringify(suite))
+  await shot('eval-suites')
+
+  // 13. The new screens in Chinese: the knowledge base's tabs, the administration tabs,
+  // the connector create form, the suites screen.
+  await page.goto(`${base}/knowledge/${kbId}?tab=graph`)
+  await page.getByTestId('graph-panel').waitFor()
   await page.getByTestId('lang').click()
   await page.getByRole('button', { name: '图谱与导图' }).waitFor()
   await page.getByRole('button', { name: '评估' }).click()
@@ -257,4 +332,12 @@ await run('extras', shots, async ({ page, log, shot, allowErrors, fail }) => {
   await page.goto(`${base}/admin/mcp`)
   await page.getByRole('heading', { name: '添加 MCP 服务' }).waitFor()
   await shot('admin-mcp-zh')
+  await page.goto(`${base}/knowledge`)
+  await page.getByTestId('kb-new').click()
+  await page.getByTestId('kb-type').selectOption('notion')
+  await page.getByTestId('kb-connection').getByText('集成令牌').waitFor()
+  await page.getByRole('columnheader', { name: '类型' }).waitFor()
+  await shot('kb-create-notion-zh')
+  await page.getByRole('link', { name: '评估' }).click()
+  await page.getByRole('heading', { name: '智能体评估' }).waitFor()
 })
