@@ -418,7 +418,7 @@ func (b *Backend) args(spec backend.Spec) []string {
 	a = append(a, "--chdir", "/",
 		"--seccomp", "3", "--info-fd", "4", "--block-fd", "5",
 		"--")
-	return append(a, "/bin/sh", "/proc/self/fd/6")
+	return append(a, "/bin/sh", "-c", treeShell, "/bin/sh")
 }
 
 // pipeWith returns the read end of a pipe holding data (the filter is a

@@ -101,8 +101,22 @@ func TestParkedTrees(t *testing.T) {
 	if out := exec(backend.ExecRequest{Command: `echo "${ODD-unset}"`}); out != "unset\n" {
 		t.Errorf("env of an earlier request leaked: %q", out)
 	}
-	if _, err := b.Exec(ctx, f.Spec.ID, backend.ExecRequest{Command: "true", Env: map[string]string{"BAD NAME": "x"}, Timeout: 30 * time.Second}); err == nil {
-		t.Error("an env name that is not a shell name was accepted")
+	// The tree's one shell evaluates the command as /bin/sh -c would: $0,
+	// no positional parameters, none of the request script's variables,
+	// exit status and syntax errors as the command's own.
+	if out := exec(backend.ExecRequest{Command: `echo "$0|$#|${__yuxi_command-unset}"`}); out != "/bin/sh|0|unset\n" {
+		t.Errorf("the command's shell: %q", out)
+	}
+	for cmd, code := range map[string]int{"exit 7": 7, "false": 1, "if then": 2, "f() { return 3; }; f": 3} {
+		res, err := b.Exec(ctx, f.Spec.ID, backend.ExecRequest{Command: cmd, Timeout: 30 * time.Second})
+		if err != nil || res.ExitCode != code {
+			t.Errorf("%q: %v exit %d, want %d: %s", cmd, err, res.ExitCode, code, res.Output)
+		}
+	}
+	for _, name := range []string{"BAD NAME", "__yuxi_command"} {
+		if _, err := b.Exec(ctx, f.Spec.ID, backend.ExecRequest{Command: "true", Env: map[string]string{name: "x"}, Timeout: 30 * time.Second}); err == nil {
+			t.Errorf("env name %q was accepted", name)
+		}
 	}
 	// The outputs directory is made again while the next tree is parked:
 	// the exec must see the new one.

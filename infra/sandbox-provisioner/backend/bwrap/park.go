@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,7 +26,8 @@ import (
 // costs ~10 ms on hosts like this one: it waits for an RCU grace period)
 // and the tree stays parked. An exec takes the sandbox's parked tree,
 // writes the request (workdir, env, command) as a small shell script to the
-// tree's fd 6, releases the block fd and waits; then the next tree is
+// tree's fd 6 (its one shell sources it and evaluates the command),
+// releases the block fd and waits; then the next tree is
 // parked in the background. So a command still starts in new namespaces
 // with a fresh /home/gem and /tmp, in its own group (a timeout kills exactly
 // its processes), and the tree dies with it — only the set-up moved out of
@@ -48,18 +50,17 @@ type proc struct {
 // start sets up and parks a tree for spec in a new exec group of id.
 func (b *Backend) start(id string, spec backend.Spec) (*proc, error) {
 	group := filepath.Join(id, "x"+strconv.FormatInt(b.execSeq.Add(1), 10))
-	if err := b.cg.execGroup(id, filepath.Base(group)); err != nil {
-		return nil, fmt.Errorf("bwrap %s: exec group: %w", id, err)
-	}
-	p := &proc{group: group, out: &capped{max: backend.DefaultOutput}, limits: spec.Limits, exited: make(chan struct{})}
-	for _, m := range spec.Mounts {
-		fi, err := os.Stat(m.HostPath)
-		if err != nil {
-			go b.cg.remove(group)
-			return nil, fmt.Errorf("bwrap %s: mount source: %w", id, err)
+	// The exec group is made while bwrap sets up: it is needed only for
+	// the move.
+	made := make(chan error, 1)
+	go func() { made <- b.cg.execGroup(id, filepath.Base(group)) }()
+	groupMade := sync.OnceValue(func() error {
+		if err := <-made; err != nil {
+			return fmt.Errorf("exec group: %w", err)
 		}
-		p.sources = append(p.sources, fi)
-	}
+		return nil
+	})
+	p := &proc{group: group, out: &capped{max: backend.DefaultOutput}, limits: spec.Limits, exited: make(chan struct{})}
 	var closeAfter []*os.File
 	fail := func(err error) (*proc, error) {
 		for _, f := range closeAfter {
@@ -69,8 +70,16 @@ func (b *Backend) start(id string, spec backend.Spec) (*proc, error) {
 			p.blockW.Close()
 			p.scriptW.Close()
 		}
+		_ = groupMade()
 		go b.cg.remove(group)
 		return nil, err
+	}
+	for _, m := range spec.Mounts {
+		fi, err := os.Stat(m.HostPath)
+		if err != nil {
+			return fail(fmt.Errorf("bwrap %s: mount source: %w", id, err))
+		}
+		p.sources = append(p.sources, fi)
 	}
 	// fds: 3 seccomp program, 4 info (bwrap writes), 5 block (bwrap
 	// reads), 6 the request script (the tree's shell reads).
@@ -124,11 +133,31 @@ func (b *Backend) start(id string, spec backend.Spec) (*proc, error) {
 	closeAfter = nil
 	p.cmd = cmd
 	go func() { p.waitErr = cmd.Wait(); close(p.exited) }()
+	// The outer bwrap joins the exec's group at once, in the background: a
+	// cgroup v1 move waits for an RCU grace period (≈10 ms here), which
+	// then overlaps bwrap's set-up instead of following it, and the
+	// sandbox process bwrap clones is usually born in the group. (The outer
+	// bwrap only waits for its child; in the group it counts against the
+	// limits too and dies with a timeout's sweep.)
+	outerMoved := make(chan error, 1)
+	go func() {
+		err := groupMade()
+		if err == nil {
+			err = b.cg.join(group, cmd.Process.Pid)
+		}
+		outerMoved <- err
+	}()
 	// bwrap reports the sandbox's pid once its namespaces exist and then
-	// waits on the block fd: move that process (every process of the
-	// sandbox descends from it) into the exec's group before a line of the
-	// command runs. The outer bwrap only waits; it stays where it is.
+	// waits on the block fd: that process (every process of the sandbox
+	// descends from it) must be in the group before a line of the command
+	// runs; moving it again is quick right after the first move.
 	child, err := readChildPid(infoR)
+	if merr := <-outerMoved; err == nil {
+		err = merr
+	}
+	if gerr := groupMade(); err == nil {
+		err = gerr
+	}
 	if err == nil {
 		err = b.cg.join(group, child)
 	}
@@ -210,12 +239,22 @@ func (b *Backend) run(ctx context.Context, p *proc, r backend.ExecRequest) (back
 
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// requestScript is what the released tree's /bin/sh runs: close the
-// request fd, lower its limits (ulimits), enter the workdir, export the
-// request's env and exec the command with /bin/sh -c (as an exec always
-// did). Every value is single-
-// quoted; env names that are not shell names are refused (the provisioner
-// accepts only shell names).
+// The released tree runs one shell, `/bin/sh -c treeShell /bin/sh`: it
+// sources the request script from fd 6 (the sourced file's descriptor is
+// closed when it ends) and evaluates the command in itself — no second
+// shell start, which was a third of a cold exec's run. The variable is
+// unset before the command runs, so the command sees only its env.
+const (
+	commandVar = "__yuxi_command"
+	treeShell  = ". /proc/self/fd/6 && eval \"unset " + commandVar + "; $" + commandVar + "\""
+)
+
+// requestScript is the request as the tree's shell sources it: close the
+// request fd, lower the limits (ulimits), enter the workdir, export the
+// request's env and set the command (run by treeShell with eval, as
+// /bin/sh -c would: $0 is /bin/sh). Every value is single-quoted; env
+// names that are not shell names are refused (the provisioner accepts
+// only shell names).
 func requestScript(r backend.ExecRequest, l backend.Limits) (string, error) {
 	if strings.ContainsRune(r.Command, 0) || strings.ContainsRune(r.Workdir, 0) {
 		return "", errors.New("bwrap: NUL byte in the command or workdir")
@@ -223,12 +262,12 @@ func requestScript(r backend.ExecRequest, l backend.Limits) (string, error) {
 	var b strings.Builder
 	b.WriteString("exec 6<&-\n" + ulimits(l) + "cd -- " + quote(r.Workdir) + " || exit 1\n")
 	for _, k := range slices.Sorted(maps.Keys(r.Env)) {
-		if !shellName.MatchString(k) || strings.ContainsRune(r.Env[k], 0) {
+		if !shellName.MatchString(k) || k == commandVar || strings.ContainsRune(r.Env[k], 0) {
 			return "", fmt.Errorf("bwrap: bad env %q", k)
 		}
 		b.WriteString("export " + k + "=" + quote(r.Env[k]) + "\n")
 	}
-	b.WriteString("exec /bin/sh -c " + quote(r.Command) + "\n")
+	b.WriteString(commandVar + "=" + quote(r.Command) + "\n")
 	return b.String(), nil
 }
 
