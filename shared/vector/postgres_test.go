@@ -218,7 +218,9 @@ func TestPostgresCacheLRU(t *testing.T) {
 // what start builds).
 func waitIndex(t testing.TB, s *vector.Postgres, name string, q []float32, ok func(vector.CacheInfo) bool) vector.CacheInfo {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	// A hang guard, not a speed check: a 20k-vector build under -race on a
+	// loaded 2-core machine took over 2 minutes (CI, stop 20).
+	deadline := time.Now().Add(6 * time.Minute)
 	for {
 		_, err := s.Search(ctx(t), name, q, 1, nil)
 		must(t, err)
