@@ -146,7 +146,16 @@ func (b *Builder) BuildFile(ctx context.Context, kbID, fileID string) (ExtractRe
 	for i, c := range chunks {
 		ids[i] = c.ID
 	}
-	return res, b.indexChunks(ctx, kbID, ids)
+	if err := b.indexChunks(ctx, kbID, ids); err != nil {
+		return res, err
+	}
+	// The build changed the graph: settle it (statistics, visibility map)
+	// before it is queried. On failure the delivery is retried; the retry
+	// finds every chunk done and writes nothing.
+	if res.Extracted+res.Removed > 0 {
+		return res, Settle(ctx, b.Engine)
+	}
+	return res, nil
 }
 
 // ConfigInput is the body of POST …/graph-build/config.

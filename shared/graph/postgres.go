@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -259,9 +260,18 @@ func (p *Postgres) Expand(ctx context.Context, kbID string, seeds []string, dept
 // limits and result ids as Expand, but entities carry only their ids and
 // relations only their ids and ends (PersonalizedPageRank needs no more), so
 // a query reads index entries and ids instead of names and descriptions.
+// The seed check and the first hop go in one round trip: the first hop's
+// relations are fetched for the first frontier part of the seeds as given
+// (an unknown id has no relations: relation ends exist) and used for
+// ExpandBFS's first hop call, whose frontier is the first part of the
+// existing seeds, when that is the same set: all seeds fit in one part, or
+// every seed of the first part exists. So the walk is exactly Expand's.
 func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, depth int, lim Limits) (Subgraph, error) {
 	var sg Subgraph
-	checked := false
+	checked, hopped := false, false
+	var ahead []string // the seeds whose first hop was fetched with the seed check
+	aheadAll := false  // ahead holds every seed
+	var aheadRels []Relation
 	err := ExpandBFS(&sg, seeds, depth, lim, func(ids []string) ([]Entity, error) {
 		if checked {
 			// The entities the walk reached are ends of relations, which
@@ -274,25 +284,52 @@ func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, d
 			return out, nil
 		}
 		checked = true // the seeds: only existing ones count
-		rows, err := p.pool.Query(ctx, `SELECT entity_id FROM graph_entities WHERE kb_id = $1 AND entity_id = ANY($2)`, kbID, ids)
-		if err != nil {
+		b := &pgx.Batch{}
+		var ents []Entity
+		b.Queue(`SELECT entity_id FROM graph_entities WHERE kb_id = $1 AND entity_id = ANY($2)`, kbID, ids).Query(func(rows pgx.Rows) error {
+			var err error
+			ents, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) {
+				var e Entity
+				return e, row.Scan(&e.ID)
+			})
+			return err
+		})
+		if depth > 0 && lim.PerNode > 0 && len(ids) > 0 {
+			part := slices.Clone(ids[:min(len(ids), prunedFrontier)]) // ExpandBFS reuses ids' array
+			sql, args := hopQuery(kbID, part, lim.PerNode, idCols)
+			b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+				var err error
+				aheadRels, err = pgx.CollectRows(rows, scanRelationIDs)
+				ahead, aheadAll = part, len(part) == len(ids)
+				return err
+			})
+		}
+		if err := p.pool.SendBatch(ctx, b).Close(); err != nil {
 			return nil, fmt.Errorf("load entity ids: %w", err)
 		}
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Entity, error) {
-			var e Entity
-			return e, row.Scan(&e.ID)
-		})
+		return ents, nil
 	}, func(frontier []string) ([]Relation, error) {
-		rows, err := p.hopRows(ctx, kbID, frontier, lim.PerNode, "relation_id, source_id, target_id")
+		first := !hopped
+		hopped = true
+		if first && ahead != nil && (aheadAll || slices.Equal(frontier, ahead)) {
+			return aheadRels, nil
+		}
+		sql, args := hopQuery(kbID, frontier, lim.PerNode, idCols)
+		rows, err := p.pool.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, fmt.Errorf("expand: %w", err)
 		}
-		return pgx.CollectRows(rows, func(row pgx.CollectableRow) (Relation, error) {
-			var r Relation
-			return r, row.Scan(&r.ID, &r.Source, &r.Target)
-		})
+		return pgx.CollectRows(rows, scanRelationIDs)
 	})
 	return sg, err
+}
+
+// idCols are the relation columns ExpandIDs reads.
+const idCols = "relation_id, source_id, target_id"
+
+func scanRelationIDs(row pgx.CollectableRow) (Relation, error) {
+	var r Relation
+	return r, row.Scan(&r.ID, &r.Source, &r.Target)
 }
 
 // hop returns the relations touching the frontier: all of them in relation
@@ -300,30 +337,31 @@ func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, d
 // direction (by relation id, on the source and target indexes), in frontier
 // order.
 func (p *Postgres) hop(ctx context.Context, kbID string, frontier []string, perNode int) ([]Relation, error) {
-	rows, err := p.hopRows(ctx, kbID, frontier, perNode, "relation_id, source_id, target_id, type, description")
+	sql, args := hopQuery(kbID, frontier, perNode, "relation_id, source_id, target_id, type, description")
+	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanRelation)
 }
 
-// hopRows runs hop's query selecting cols (a constant list of
-// graph_relations columns, relation_id first).
-func (p *Postgres) hopRows(ctx context.Context, kbID string, frontier []string, perNode int, cols string) (pgx.Rows, error) {
+// hopQuery is hop's query selecting cols (a constant list of
+// graph_relations columns, relation_id first) and its arguments.
+func hopQuery(kbID string, frontier []string, perNode int, cols string) (string, []any) {
 	if perNode <= 0 {
-		return p.pool.Query(ctx, `SELECT `+cols+` FROM graph_relations
+		return `SELECT ` + cols + ` FROM graph_relations
 			WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
-			ORDER BY relation_id`, kbID, frontier)
+			ORDER BY relation_id`, []any{kbID, frontier}
 	}
-	return p.pool.Query(ctx, `SELECT r.`+strings.ReplaceAll(cols, ", ", ", r.")+`
+	return `SELECT r.` + strings.ReplaceAll(cols, ", ", ", r.") + `
 			FROM unnest($2::text[]) WITH ORDINALITY AS f(id, n)
 			CROSS JOIN LATERAL (
-				(SELECT 0 AS dir, `+cols+` FROM graph_relations
+				(SELECT 0 AS dir, ` + cols + ` FROM graph_relations
 				 WHERE kb_id = $1 AND source_id = f.id ORDER BY relation_id LIMIT $3)
 				UNION ALL
-				(SELECT 1, `+cols+` FROM graph_relations
+				(SELECT 1, ` + cols + ` FROM graph_relations
 				 WHERE kb_id = $1 AND target_id = f.id ORDER BY relation_id LIMIT $3)) r
-			ORDER BY f.n, r.dir, r.relation_id`, kbID, frontier, perNode)
+			ORDER BY f.n, r.dir, r.relation_id`, []any{kbID, frontier, perNode}
 }
 
 func scanRelation(row pgx.CollectableRow) (Relation, error) {
@@ -517,4 +555,16 @@ func (p *Postgres) RemoveKBTx(ctx context.Context, tx pgx.Tx, kbID string) error
 		}
 	}
 	return nil
+}
+
+// Settle implements settler: VACUUM (ANALYZE) of the graph tables, so that
+// queries right after a build plan with statistics of the new rows and
+// their index-only scans (hop, RankMentioned, ChunkEntities) read the
+// visibility map instead of the heap. A fresh build leaves every page
+// unmarked until autovacuum comes by, and a query then pays a heap fetch
+// per index entry. VACUUM visits only pages changed since the last one;
+// SKIP_LOCKED skips a table another VACUUM (or autovacuum) is processing.
+func (p *Postgres) Settle(ctx context.Context) error {
+	_, err := p.pool.Exec(ctx, `VACUUM (ANALYZE, SKIP_LOCKED) graph_entities, graph_relations, graph_entity_mentions, graph_relation_mentions`)
+	return err
 }

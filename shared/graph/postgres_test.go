@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/yuxi-serverless/yuxi/shared/graph"
 	"github.com/yuxi-serverless/yuxi/shared/graph/graphtest"
@@ -30,25 +33,29 @@ func TestPostgresExpandUsesIndexes(t *testing.T) {
 		ANALYZE graph_relations`); err != nil {
 		t.Fatal(err)
 	}
-	var plan string
-	rows, err := pool.Query(ctx, `EXPLAIN SELECT relation_id FROM graph_relations
+	plan := explain(t, pool, `EXPLAIN SELECT relation_id FROM graph_relations
 		WHERE kb_id = 'k1' AND (source_id = ANY('{e1,e2}') OR target_id = ANY('{e1,e2}'))`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var line string
-		_ = rows.Scan(&line)
-		plan += line + "\n"
-	}
-	if rows.Err() != nil {
-		t.Fatal(rows.Err())
-	}
 	for _, ix := range []string{"graph_relations_source", "graph_relations_target"} {
 		if !contains(plan, ix) {
 			t.Fatalf("plan does not use %s:\n%s", ix, plan)
 		}
 	}
+}
+
+// explain runs an EXPLAIN statement and returns its plan's lines.
+func explain(t *testing.T, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, sql string, args ...any) string {
+	t.Helper()
+	rows, err := q.Query(context.Background(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func contains(s, sub string) bool {
@@ -119,10 +126,22 @@ func TestPostgresPrunedExpansionAndRankMentioned(t *testing.T) {
 	}
 
 	// The retrieval-only expansion walks the same ids (names and
-	// descriptions left out), an unknown seed dropped as by Expand.
+	// descriptions left out), an unknown seed dropped as by Expand (the
+	// first hop fetched with the seed check then goes unused).
 	leaf := graph.EntityID("leaf07", "Person")
-	for _, lim := range []graph.Limits{{}, {PerNode: 4}, {PerNode: 4, MaxNodes: 3}, {PerNode: 1, MaxNodes: 40, MaxEdges: 5}} {
+	for i, lim := range []graph.Limits{{}, {PerNode: 4}, {PerNode: 4, MaxNodes: 3}, {PerNode: 1, MaxNodes: 40, MaxEdges: 5},
+		{PerNode: 4}, {PerNode: 1, MaxNodes: 40, MaxEdges: 5}, {PerNode: 4}} {
 		seeds := []string{hub, "no-such-entity", leaf}
+		switch {
+		case i == 6: // more seeds than one hop part, an unknown one in the first part
+			seeds = []string{hub}
+			for j := range 130 {
+				seeds = append(seeds, fmt.Sprintf("unknown%03d", j))
+			}
+			seeds = append(seeds, leaf)
+		case i >= 4: // every seed exists
+			seeds = []string{hub, leaf}
+		}
 		want, err := e.Expand(ctx, "kb", seeds, 2, lim)
 		if err != nil {
 			t.Fatal(err)
@@ -170,5 +189,62 @@ func TestPostgresPrunedExpansionAndRankMentioned(t *testing.T) {
 		if ranked[i].ChunkID != want[i].ChunkID || math.Abs(ranked[i].Score-want[i].Score) > 1e-12 {
 			t.Fatalf("RankMentioned = %v, RankChunks = %v", ranked, want)
 		}
+	}
+}
+
+// Settle leaves the graph tables analysed and their pages all-visible, so
+// that retrieval's index-only scans do not read the heap.
+func TestPostgresSettle(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	e := graph.NewPostgres(pool)
+	var chunks []graph.ChunkGraph
+	for i := range 300 {
+		chunks = append(chunks, graphtest.Chunk(fmt.Sprintf("c%03d", i), "f", nil,
+			[3]string{fmt.Sprintf("a%03d", i), "r", fmt.Sprintf("b%03d", i%50)}))
+	}
+	if err := e.WriteChunks(ctx, "kb", chunks); err != nil {
+		t.Fatal(err)
+	}
+	tables := []string{"graph_entities", "graph_relations", "graph_entity_mentions", "graph_relation_mentions"}
+	state := func() map[string][2]int64 {
+		out := map[string][2]int64{}
+		for _, tb := range tables {
+			var pages, visible int64
+			if err := pool.QueryRow(ctx, `SELECT relpages, relallvisible FROM pg_class WHERE oid = $1::regclass`, tb).Scan(&pages, &visible); err != nil {
+				t.Fatal(err)
+			}
+			out[tb] = [2]int64{pages, visible}
+		}
+		return out
+	}
+	for tb, s := range state() {
+		if s[1] != 0 {
+			t.Fatalf("%s: %d all-visible pages before Settle: the test would prove nothing", tb, s[1])
+		}
+	}
+	if err := graph.Settle(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	for tb, s := range state() {
+		if s[0] == 0 || s[1] != s[0] {
+			t.Fatalf("%s after Settle: %d pages, %d all-visible", tb, s[0], s[1])
+		}
+	}
+	// A hop of the retrieval-only expansion (one direction) is now answered
+	// from the index alone (0084 includes the other end).
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off`); err != nil {
+		t.Fatal(err)
+	}
+	plan := explain(t, tx, `EXPLAIN (ANALYZE, COSTS OFF) SELECT relation_id, source_id, target_id FROM graph_relations
+		WHERE kb_id = 'kb' AND source_id = $1 ORDER BY relation_id LIMIT 8`, graph.EntityID("a007", "Person"))
+	if !contains(plan, "Index Only Scan using graph_relations_source") || !contains(plan, "Heap Fetches: 0") {
+		t.Fatalf("hop after Settle is not index-only without heap fetches:\n%s", plan)
 	}
 }

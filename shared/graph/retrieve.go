@@ -2,9 +2,11 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/yuxi-serverless/yuxi/shared/kb"
@@ -60,32 +62,46 @@ type mentionRanker interface {
 
 // RankChunks implements kb.GraphRanker.
 func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
-	seeds := map[string]float64{}
-	named, err := g.engine.EntitiesNamed(ctx, kbID, QueryNames(query), opt.EntityTopK)
-	if err != nil {
+	// The three seed sources are independent: asked at once, they cost
+	// the slowest one instead of their sum.
+	var (
+		wg                     sync.WaitGroup
+		named                  []Entity
+		recalled               map[string]float64
+		byChunk                map[string][]string
+		namedErr, recErr, hErr error
+	)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		named, namedErr = g.engine.EntitiesNamed(ctx, kbID, QueryNames(query), opt.EntityTopK)
+	}()
+	go func() {
+		defer wg.Done()
+		recalled, recErr = g.recallByVector(ctx, kbID, query, opt.EntityTopK)
+	}()
+	if len(hits) > 0 {
+		byChunk, hErr = g.engine.ChunkEntities(ctx, kbID, hits)
+		if hErr != nil {
+			hErr = fmt.Errorf("entities of top hits: %w", hErr)
+		}
+	}
+	wg.Wait()
+	if err := errors.Join(namedErr, recErr, hErr); err != nil {
 		return nil, err
 	}
+	seeds := map[string]float64{}
 	for _, e := range named {
 		seeds[e.ID] += queryEntityWeight
-	}
-	recalled, err := g.recallByVector(ctx, kbID, query, opt.EntityTopK)
-	if err != nil {
-		return nil, err
 	}
 	for id, w := range recalled {
 		if _, ok := seeds[id]; !ok { // an entity both named and recalled counts once
 			seeds[id] = w
 		}
 	}
-	if len(hits) > 0 {
-		byChunk, err := g.engine.ChunkEntities(ctx, kbID, hits)
-		if err != nil {
-			return nil, fmt.Errorf("entities of top hits: %w", err)
-		}
-		for _, ents := range byChunk {
-			for _, id := range ents {
-				seeds[id] += hitEntityWeight
-			}
+	for _, ents := range byChunk {
+		for _, id := range ents {
+			seeds[id] += hitEntityWeight
 		}
 	}
 	if len(seeds) == 0 {
@@ -105,7 +121,10 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 	sort.Strings(rest)
 	ids = append(ids, rest...)
 	lim := Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes, PerNode: expandPerNode}
-	var sg Subgraph
+	var (
+		sg  Subgraph
+		err error
+	)
 	if x, ok := g.engine.(idExpander); ok {
 		sg, err = x.ExpandIDs(ctx, kbID, ids, opt.Depth, lim)
 	} else {

@@ -236,9 +236,13 @@ func graphQuery(ctx context.Context, e *env, kn *knowledge, sci *corpusKB, r *be
 	}
 	r.Detail("100k KB graph: %d entities, %d relations over %d chunks, written in batches of 2,000 chunks in %s",
 		st.Entities, st.Relations, st.Chunks, time.Since(t0).Round(time.Millisecond))
-	if _, err := kn.app.Pool.Exec(ctx, `ANALYZE graph_entities; ANALYZE graph_relations; ANALYZE graph_entity_mentions`); err != nil {
+	// What a build does when it has written (Builder.BuildFile): settle the
+	// graph (the embedded engine: VACUUM (ANALYZE) of its tables).
+	t0 = time.Now()
+	if err := graph.Settle(ctx, kn.app.Knowledge.Graph); err != nil {
 		return err
 	}
+	r.Detail("settling the written graph as a build does (graph.Settle): %s", time.Since(t0).Round(time.Millisecond))
 
 	queries := make([]string, len(sci.ds.Queries))
 	for i, q := range sci.ds.Queries {
