@@ -29,6 +29,12 @@ const tombstoneRetention = 1024
 // READ or above the later one fails with a serialization error and its
 // transaction must be retried). Search never waits for the lock.
 func (ix *Index) Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []string, add []Doc) error {
+	return ix.apply(ctx, tx, indexID, remove, add, nil)
+}
+
+// apply is Apply, taking the analysis of the documents of add that pre holds
+// (nil: none) from pre instead of analysing them.
+func (ix *Index) apply(ctx context.Context, tx pgx.Tx, indexID string, remove []string, add []Doc, pre *Prepared) error {
 	if indexID == "" {
 		return errors.New("keyword: empty index id")
 	}
@@ -41,16 +47,17 @@ func (ix *Index) Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []
 			return fmt.Errorf("keyword: index %s: document with an empty id", indexID)
 		}
 	}
-	prepared := prepareDocs(ix.an, add)
+	prepared, from := pre.lookup(ix.an, add)
 	docs := make([]preparedDoc, 0, len(add))
+	srcs := make([]int, 0, len(add)) // docs[i] is pre.docs[srcs[i]], or -1: analysed here
 	pos := make(map[string]int, len(add))
-	for _, pd := range prepared {
-		if i, ok := pos[pd.id]; ok {
-			docs[i] = pd
+	for i, pd := range prepared {
+		if j, ok := pos[pd.id]; ok {
+			docs[j], srcs[j] = pd, from[i]
 			continue
 		}
 		pos[pd.id] = len(docs)
-		docs = append(docs, pd)
+		docs, srcs = append(docs, pd), append(srcs, from[i])
 	}
 	gone := make([]string, 0, len(remove)+len(docs))
 	seen := make(map[string]bool, len(remove))
@@ -90,7 +97,13 @@ func (ix *Index) Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []
 			addedLen += int64(d.length)
 			addedPostings += int64(len(d.terms))
 		}
-		if err := insertDocs(ctx, tx, indexNo, nextDocNo, docs); err != nil {
+		var blocks []block
+		if pre.whole(srcs) {
+			blocks = pre.blocksFrom(nextDocNo)
+		} else {
+			blocks, _ = buildBlocks(docs, nextDocNo)
+		}
+		if err := insertDocs(ctx, tx, indexNo, nextDocNo, docs, blocks); err != nil {
 			return fmt.Errorf("add documents to keyword index %s: %w", indexID, err)
 		}
 	}
@@ -255,10 +268,11 @@ func removePostings(ctx context.Context, tx pgx.Tx, indexNo int32, span map[stri
 	return copyBlocks(ctx, tx, indexNo, keep)
 }
 
-// insertDocs copies the documents and their postings (as blocks) in, numbering the
-// documents from first. Numbers are never reused, so a cache catches up by
-// loading the documents numbered from its own next_doc_no.
-func insertDocs(ctx context.Context, tx pgx.Tx, indexNo, first int32, docs []preparedDoc) error {
+// insertDocs copies the documents and their postings (blocks, from
+// buildBlocks or Prepared) in, numbering the documents from first. Numbers
+// are never reused, so a cache catches up by loading the documents numbered
+// from its own next_doc_no.
+func insertDocs(ctx context.Context, tx pgx.Tx, indexNo, first int32, docs []preparedDoc, blocks []block) error {
 	_, err := tx.CopyFrom(ctx, pgx.Identifier{"keyword_docs"},
 		[]string{"index_no", "doc_id", "doc_no", "length", "terms"},
 		pgx.CopyFromSlice(len(docs), func(i int) ([]any, error) {
@@ -268,27 +282,53 @@ func insertDocs(ctx context.Context, tx pgx.Tx, indexNo, first int32, docs []pre
 	if err != nil {
 		return err
 	}
-	// One block per distinct term of the batch: its documents' numbers
-	// ascend because documents are numbered in order.
-	at := make(map[string]int)
+	return copyBlocks(ctx, tx, indexNo, blocks)
+}
+
+// buildBlocks returns the postings of docs, numbered from first, as one
+// block per distinct term, in term order (consecutive rows then land on the
+// same primary-key pages, which keeps large indexes fast to write). A
+// block's document numbers ascend because documents are numbered in order.
+// The blocks' arrays share two backing arrays; the first, of document
+// numbers, is returned too.
+func buildBlocks(docs []preparedDoc, first int32) ([]block, []int32) {
+	at := make(map[string]int32)
 	var blocks []block
-	for i, d := range docs {
-		no := first + int32(i)
+	var n int32
+	for _, d := range docs {
 		for _, t := range d.terms {
 			j, ok := at[t.term]
 			if !ok {
-				j = len(blocks)
+				j = int32(len(blocks))
 				at[t.term] = j
-				blocks = append(blocks, block{term: t.term, first: no})
+				blocks = append(blocks, block{term: t.term})
 			}
-			blocks[j].docs = append(blocks[j].docs, no)
-			blocks[j].tfs = append(blocks[j].tfs, int32(t.tf))
+			blocks[j].first++ // the count, for now
+			n++
 		}
 	}
-	// In term order: consecutive rows then land on the same primary-key
-	// pages, which keeps large indexes fast to write.
 	slices.SortFunc(blocks, func(a, b block) int { return strings.Compare(a.term, b.term) })
-	return copyBlocks(ctx, tx, indexNo, blocks)
+	docNos, tfs := make([]int32, n), make([]int32, n)
+	var off int32
+	for i := range blocks {
+		b := &blocks[i]
+		at[b.term] = int32(i)
+		c := b.first
+		b.docs, b.tfs = docNos[off:off:off+c], tfs[off:off:off+c]
+		off += c
+	}
+	for i, d := range docs {
+		no := first + int32(i)
+		for _, t := range d.terms {
+			b := &blocks[at[t.term]]
+			b.docs = append(b.docs, no)
+			b.tfs = append(b.tfs, int32(t.tf))
+		}
+	}
+	for i := range blocks {
+		blocks[i].first = blocks[i].docs[0]
+	}
+	return blocks, docNos
 }
 
 // block is a row of keyword_blocks: a term's postings in a range of

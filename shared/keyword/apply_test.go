@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/yuxi-serverless/yuxi/shared/keyword"
 	"github.com/yuxi-serverless/yuxi/shared/postgres"
@@ -291,4 +292,87 @@ func TestPostingBlocksMatchOneByOneAndEmptyOnRemoval(t *testing.T) {
 	if b := blocks("batch"); b != 0 {
 		t.Fatalf("%d blocks left after removing every document", b)
 	}
+}
+
+// Prepared.Apply must leave an index exactly as Apply does (documents,
+// their numbers and term vectors, blocks, statistics): all documents
+// prepared, some prepared with another text or not at all, an id added
+// twice, and one Prepared applied to indexes whose document numbers start
+// elsewhere (its blocks are renumbered).
+func TestPreparedApplyMatchesApply(t *testing.T) {
+	t.Parallel()
+	pool, ix, _ := newIndex(t, keyword.Params{})
+	words := strings.Fields("river bank money flow water loan interest rate stream current account deposit 北京 上海 cells cell's")
+	doc := func(prefix string, i int) keyword.Doc {
+		var w []string
+		for j := range 1 + i%9 {
+			w = append(w, words[(i*(j+5)+j*j)%len(words)])
+		}
+		return keyword.Doc{ID: fmt.Sprintf("%s%03d", prefix, i), Text: strings.Join(w, " ")}
+	}
+	var a, b []keyword.Doc
+	for i := range 200 {
+		a, b = append(a, doc("a", i)), append(b, doc("b", i))
+	}
+	pa, pb := ix.Prepare(a), ix.Prepare(b)
+	applyWith := func(w interface {
+		Apply(context.Context, pgx.Tx, string, []string, []keyword.Doc) error
+	}, indexID string, remove []string, add []keyword.Doc) {
+		t.Helper()
+		if err := postgres.Tx(context.Background(), pool, func(tx pgx.Tx) error {
+			return w.Apply(context.Background(), tx, indexID, remove, add)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b changed: one text differs from the prepared one, one document was not
+	// prepared, one id comes twice (the last wins).
+	bChanged := slices.Clone(b)
+	bChanged[7].Text = "a different text about loans"
+	bChanged = append(bChanged, doc("c", 1), keyword.Doc{ID: b[3].ID, Text: "replaced again"})
+	var removeSome []string
+	for i := 0; i < len(a); i += 4 {
+		removeSome = append(removeSome, a[i].ID)
+	}
+	steps := []struct {
+		remove []string
+		add    []keyword.Doc
+		pre    *keyword.Prepared
+	}{
+		{nil, a, pa},               // every document prepared, in order
+		{removeSome, bChanged, pb}, // partly prepared
+		{nil, a[:50], pa},          // a subset: replaces those documents
+		{nil, a, pa},               // the same Prepared again, numbered from elsewhere
+	}
+	for s, st := range steps {
+		applyWith(ix, "plain", st.remove, st.add)
+		applyWith(st.pre, "prep", st.remove, st.add)
+		// Another index whose numbers start later.
+		applyWith(ix, "plain-late", nil, []keyword.Doc{doc("z", s)})
+		applyWith(st.pre, "prep-late", nil, []keyword.Doc{doc("z", s)})
+		applyWith(ix, "plain-late", st.remove, st.add)
+		applyWith(st.pre, "prep-late", st.remove, st.add)
+		for _, pair := range [][2]string{{"plain", "prep"}, {"plain-late", "prep-late"}} {
+			if got, want := dumpIndex(t, pool, pair[1]), dumpIndex(t, pool, pair[0]); got != want {
+				t.Fatalf("step %d: %s differs from %s:\n%s\nwant\n%s", s, pair[1], pair[0], got, want)
+			}
+			checkConsistent(t, pool, pair[1])
+		}
+	}
+}
+
+// dumpIndex is everything stored for an index, as text.
+func dumpIndex(t *testing.T, pool *pgxpool.Pool, indexID string) string {
+	t.Helper()
+	var out string
+	err := pool.QueryRow(context.Background(), `SELECT concat_ws(E'\n',
+		(SELECT format('%s %s %s %s %s', n_docs, total_len, n_postings, version, next_doc_no) FROM keyword_indexes WHERE index_id = $1),
+		(SELECT string_agg(format('%s %s %s %s', d.doc_id, d.doc_no, d.length, encode(d.terms, 'hex')), E'\n' ORDER BY d.doc_no)
+		 FROM keyword_docs d JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1),
+		(SELECT string_agg(format('%s %s %s %s', b.term, b.first_doc, b.docs, b.tfs), E'\n' ORDER BY b.term, b.first_doc)
+		 FROM keyword_blocks b JOIN keyword_indexes i USING (index_no) WHERE i.index_id = $1))`, indexID).Scan(&out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
