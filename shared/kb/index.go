@@ -21,6 +21,33 @@ type KeywordWriter interface {
 	Apply(ctx context.Context, tx pgx.Tx, indexID string, remove []string, add []keyword.Doc) error
 }
 
+// KeywordPreparer is a KeywordWriter that can analyse documents ahead of the
+// transaction that adds them (keyword.Index): the *keyword.Prepared it
+// returns is a KeywordWriter that commits them without analysing them again.
+type KeywordPreparer interface {
+	KeywordWriter
+	Prepare(docs []keyword.Doc) *keyword.Prepared
+}
+
+// PrepareKeyword returns a KeywordWriter for committing chunks: when kw is a
+// KeywordPreparer, the chunks not in existing (those CommitIndexTx will add
+// unless the file's chunks change meanwhile) analysed ahead, outside any
+// transaction; otherwise kw itself. kb-index calls it while the chunks are
+// embedded, so that the commit only copies rows in.
+func PrepareKeyword(kw KeywordWriter, chunks []IndexedChunk, existing map[string]bool) KeywordWriter {
+	p, ok := kw.(KeywordPreparer)
+	if !ok {
+		return kw
+	}
+	docs := make([]keyword.Doc, 0, len(chunks))
+	for _, c := range chunks {
+		if !existing[c.ID] {
+			docs = append(docs, keyword.Doc{ID: c.ID, Text: c.Chunk.Content})
+		}
+	}
+	return p.Prepare(docs)
+}
+
 // IndexedChunk is a chunk with its stable id.
 type IndexedChunk struct {
 	ID    string

@@ -1,10 +1,13 @@
 // Package keyword is the embedded keyword (BM25) index of knowledge bases:
-// an inverted index stored in PostgreSQL (migrations 0003_keyword.sql and
-// 0082_keyword_blocks.sql: postings as one block per term and batch) and
-// searched in process from a per-process cache of it.
+// an inverted index stored in PostgreSQL (migrations 0003_keyword.sql,
+// 0082_keyword_blocks.sql: postings as one block per term and batch, and
+// 0094_keyword_docs_no_fk.sql) and searched in process from a per-process
+// cache of it.
 //
 // Writes go through Apply inside the caller's transaction, so a knowledge
-// base's chunk rows and its postings change atomically. Search reads one row
+// base's chunk rows and its postings change atomically. Prepare does the
+// analysis of documents ahead of that transaction (Prepared.Apply then only
+// copies rows in). Search reads one row
 // (the index's version) per call and serves the query from the cached
 // postings; when another process has applied changes since, the cache is
 // brought up to date first (the added documents and the deletion tombstones

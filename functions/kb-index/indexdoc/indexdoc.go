@@ -3,7 +3,9 @@
 // chunk id and vector: embeddings are cached by content hash), writes the
 // vectors, then replaces the file's chunks and keyword postings in one
 // transaction and marks the file indexed, emitting io.yuxi.document.indexed.v1
-// (for kb-graph) through the outbox in the same transaction.
+// (for kb-graph) through the outbox in the same transaction. The new chunks'
+// keyword analysis (kb.PrepareKeyword) runs while they are embedded, outside
+// any transaction, so the commit only copies prepared rows in.
 //
 // The file's status moves parsed → indexing → indexed | error_indexing. The
 // indexing stage is a lease on the file row (see parsedoc). A crash mid-file
@@ -161,11 +163,18 @@ func (h *Handler) index(ctx context.Context, f kb.File) error {
 	if err != nil {
 		return err
 	}
-	if err := h.embedNew(ctx, k, em, f, indexed, existing); err != nil {
+	// The keyword analysis of the new chunks (CPU) runs while they are
+	// embedded (mostly waiting on the provider): the commit then only
+	// copies rows in.
+	prepared := make(chan kb.KeywordWriter, 1)
+	go func() { prepared <- kb.PrepareKeyword(h.kw, indexed, existing) }()
+	err = h.embedNew(ctx, k, em, f, indexed, existing)
+	kw := <-prepared
+	if err != nil {
 		return err
 	}
 	h.crash("index.before_commit")
-	removed, err := h.kbs.CommitIndex(ctx, h.ob, h.kw, f, indexed)
+	removed, err := h.kbs.CommitIndex(ctx, h.ob, kw, f, indexed)
 	if err != nil {
 		return err
 	}
