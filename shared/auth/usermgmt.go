@@ -66,6 +66,36 @@ func normalizePhone(p *string) (*string, error) {
 	return &v, nil
 }
 
+// usernameUpdate is an update's username: nil (not given) leaves it
+// unchanged; a given one must normalize to 1 to maxUsernameLen characters.
+func usernameUpdate(name *string) (*string, error) {
+	if name == nil {
+		return nil, nil
+	}
+	n, err := normalizeUsername(*name, "")
+	if err != nil || n == "" || strings.ContainsRune(n, 0) {
+		return nil, failure.Unprocessable("invalid_username", "username must be 1 to %d characters", maxUsernameLen)
+	}
+	return &n, nil
+}
+
+// phoneUpdate is an update's phone number: nil (not given) leaves it
+// unchanged, a blank one becomes "" (the update clears it), any other is
+// normalized.
+func phoneUpdate(p *string) (*string, error) {
+	if p == nil {
+		return nil, nil
+	}
+	v, err := normalizePhone(p)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		v = new(string)
+	}
+	return v, nil
+}
+
 // managedUser loads an active user the actor may manage, locked FOR UPDATE
 // in tx: a superadmin manages everyone; an admin only its own department's
 // users (others are not found).
@@ -105,13 +135,9 @@ func (s *Service) GetUser(ctx context.Context, actor Principal, id int64) (User,
 // superadmin changes a superadmin; a department's only admin cannot be moved
 // out of it. A new password revokes the user's sessions.
 func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in UserUpdate) (User, error) {
-	var username *string
-	if in.Username != nil {
-		n, err := normalizeUsername(*in.Username, "")
-		if err != nil || n == "" || strings.ContainsRune(n, 0) {
-			return User{}, failure.Unprocessable("invalid_username", "username must be 1 to %d characters", maxUsernameLen)
-		}
-		username = &n
+	username, err := usernameUpdate(in.Username)
+	if err != nil {
+		return User{}, err
 	}
 	var hash *string
 	if in.Password != nil {
@@ -124,21 +150,14 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 		}
 		hash = &h
 	}
-	var phone *string
-	if in.PhoneNumber != nil {
-		p, err := normalizePhone(in.PhoneNumber)
-		if err != nil {
-			return User{}, err
-		}
-		empty := ""
-		if phone = p; phone == nil {
-			phone = &empty
-		}
+	phone, err := phoneUpdate(in.PhoneNumber)
+	if err != nil {
+		return User{}, err
 	}
 	if in.Avatar != nil && (len(*in.Avatar) > 2048 || !utf8.ValidString(*in.Avatar) || strings.ContainsRune(*in.Avatar, 0)) {
 		return User{}, failure.Unprocessable("invalid_avatar", "avatar must be a URL of at most 2048 bytes")
 	}
-	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
 		u, err := s.managedUser(ctx, tx, actor, id)
 		if err != nil {
 			return err
@@ -323,26 +342,15 @@ func (s *Service) ValidateUsername(ctx context.Context, username string) (UIDSug
 
 // UpdateProfile changes the caller's own display name and phone number.
 func (s *Service) UpdateProfile(ctx context.Context, p Principal, in ProfileUpdate) (User, error) {
-	var username *string
-	if in.Username != nil {
-		n, err := normalizeUsername(*in.Username, "")
-		if err != nil || n == "" || strings.ContainsRune(n, 0) {
-			return User{}, failure.Unprocessable("invalid_username", "username must be 1 to %d characters", maxUsernameLen)
-		}
-		username = &n
+	username, err := usernameUpdate(in.Username)
+	if err != nil {
+		return User{}, err
 	}
-	var phone *string
-	if in.PhoneNumber != nil {
-		ph, err := normalizePhone(in.PhoneNumber)
-		if err != nil {
-			return User{}, err
-		}
-		empty := ""
-		if phone = ph; phone == nil {
-			phone = &empty
-		}
+	phone, err := phoneUpdate(in.PhoneNumber)
+	if err != nil {
+		return User{}, err
 	}
-	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
 		if username != nil {
 			if err := usernameFree(ctx, tx, *username, p.UserID); err != nil {
 				return err

@@ -34,9 +34,9 @@ func md5hex(s string) string {
 
 func TestLocalLayoutAndETag(t *testing.T) {
 	l := newLocal(t)
-	info := put(t, l, "kb/1/report 1.pdf", "%PDF-1.7", "application/pdf")
-	put(t, l, "kb/1", "the key kb/1", "text/plain")
-	put(t, l, "odd%/a~b", "escaped", "text/plain")
+	info := blobtest.Put(t, l, "kb/1/report 1.pdf", "%PDF-1.7", "application/pdf")
+	blobtest.Put(t, l, "kb/1", "the key kb/1", "text/plain")
+	blobtest.Put(t, l, "odd%/a~b", "escaped", "text/plain")
 
 	if info.ETag != md5hex("%PDF-1.7") {
 		t.Errorf("ETag = %q, want hex MD5 %q", info.ETag, md5hex("%PDF-1.7"))
@@ -76,7 +76,7 @@ func TestLocalFilesCopiedInByHand(t *testing.T) {
 
 func TestLocalIgnoresTempAndForeignFiles(t *testing.T) {
 	l := newLocal(t)
-	put(t, l, "d/real", "real", "")
+	blobtest.Put(t, l, "d/real", "real", "")
 	for _, p := range []string{"d~/~tmp-0123abcd", "~tmp-deadbeef", "foreign/inside.txt", "d~/x~y"} {
 		full := filepath.Join(l.Dir(), filepath.FromSlash(p))
 		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
@@ -121,14 +121,14 @@ func TestLocalSymlinksCannotEscape(t *testing.T) {
 		t.Error("Put(link/secret) wrote through a symlinked directory")
 	}
 	// Put over a symlinked object replaces the link itself, not its target.
-	put(t, l, "evil", "overwrite", "")
+	blobtest.Put(t, l, "evil", "overwrite", "")
 	if b, _ := os.ReadFile(filepath.Join(outside, "secret")); string(b) != "secret" {
 		t.Errorf("file outside the store changed: %q", b)
 	}
 	if entries, _ := os.ReadDir(outside); len(entries) != 1 {
 		t.Errorf("files appeared outside the store: %v", entries)
 	}
-	if got, _ := get(t, l, "evil"); got != "overwrite" {
+	if got, _ := blobtest.Get(t, l, "evil"); got != "overwrite" {
 		t.Errorf("evil = %q", got)
 	}
 }
@@ -154,8 +154,8 @@ func TestLocalInvalidKeysTouchNothing(t *testing.T) {
 
 func TestLocalDeletePrunesEmptyDirectories(t *testing.T) {
 	l := newLocal(t)
-	put(t, l, "a/b/c/d.txt", "x", "")
-	put(t, l, "a/keep.txt", "y", "")
+	blobtest.Put(t, l, "a/b/c/d.txt", "x", "")
+	blobtest.Put(t, l, "a/keep.txt", "y", "")
 	if err := l.Delete(t.Context(), "a/b/c/d.txt"); err != nil {
 		t.Fatal(err)
 	}

@@ -248,9 +248,9 @@ func TestS3PrefixesIsolateStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	put(t, sa, "doc.txt", "from a", "")
-	put(t, sb, "doc.txt", "from b", "")
-	if got, _ := get(t, sa, "doc.txt"); got != "from a" {
+	blobtest.Put(t, sa, "doc.txt", "from a", "")
+	blobtest.Put(t, sb, "doc.txt", "from b", "")
+	if got, _ := blobtest.Get(t, sa, "doc.txt"); got != "from a" {
 		t.Errorf("store a reads %q", got)
 	}
 	list, err := sroot.List(t.Context(), "")
@@ -293,7 +293,7 @@ func TestS3ETags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info := put(t, s, "small", "hello", ""); info.ETag != md5hex("hello") {
+	if info := blobtest.Put(t, s, "small", "hello", ""); info.ETag != md5hex("hello") {
 		t.Errorf("single-part ETag = %q, want hex MD5", info.ETag)
 	}
 	big := strings.Repeat("0123456789abcdef", (12<<20)/16) // 12 MiB: three 5 MiB parts
@@ -307,7 +307,7 @@ func TestS3ETags(t *testing.T) {
 	if !strings.HasSuffix(info.ETag, "-3") {
 		t.Errorf("multipart ETag = %q, want the <md5>-3 form", info.ETag)
 	}
-	if got, _ := get(t, s, "big"); got != big {
+	if got, _ := blobtest.Get(t, s, "big"); got != big {
 		t.Errorf("multipart object read back %d bytes, want %d", len(got), len(big))
 	}
 }
@@ -322,11 +322,11 @@ func TestS3PlainHTTP(t *testing.T) {
 	for _, n := range []int{0, 1, 64 << 10, 3<<20 + 7} {
 		key := fmt.Sprintf("http/%d", n)
 		content := strings.Repeat("z", n)
-		info := put(t, s, key, content, "text/plain")
+		info := blobtest.Put(t, s, key, content, "text/plain")
 		if info.Size != int64(n) || info.ETag != md5hex(content) {
 			t.Errorf("Put %d bytes: %+v", n, info)
 		}
-		if got, gi := get(t, s, key); got != content || gi.ContentType != "text/plain" {
+		if got, gi := blobtest.Get(t, s, key); got != content || gi.ContentType != "text/plain" {
 			t.Errorf("Get %d bytes: %d bytes, %+v", n, len(got), gi)
 		}
 	}

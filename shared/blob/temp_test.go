@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/yuxi-serverless/yuxi/shared/blob/blobtest"
 )
 
 // Temp files left by a process killed mid-Put are removed once older than
@@ -13,7 +15,7 @@ import (
 // (a Put in progress) and objects stay.
 func TestLocalRemoveTempDeletesOnlyStaleTempFiles(t *testing.T) {
 	l := newLocal(t)
-	put(t, l, "kb/1/report.pdf", "report", "application/pdf")
+	blobtest.Put(t, l, "kb/1/report.pdf", "report", "application/pdf")
 	dir := l.Dir()
 	stale := []string{
 		filepath.Join(dir, "kb~", "1~", "~tmp-0a0a"),         // next to an object
@@ -50,7 +52,7 @@ func TestLocalRemoveTempDeletesOnlyStaleTempFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "kb~", "2~")); !os.IsNotExist(err) {
 		t.Errorf("directories left empty were kept: %v", err)
 	}
-	if got, _ := get(t, l, "kb/1/report.pdf"); got != "report" {
+	if got, _ := blobtest.Get(t, l, "kb/1/report.pdf"); got != "report" {
 		t.Errorf("object next to a stale temp file: %q", got)
 	}
 	if n, err := l.RemoveTemp(t.Context(), 10*time.Minute); err != nil || n != 0 {

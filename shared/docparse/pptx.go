@@ -88,16 +88,8 @@ type pptxConv struct {
 }
 
 func (c *pptxConv) slide(part string) (string, error) {
-	root, err := c.o.dom(part)
+	blocks, rels, err := c.shapeBlocks(part, false)
 	if err != nil {
-		return "", err
-	}
-	rels, err := c.o.rels(part)
-	if err != nil {
-		return "", err
-	}
-	var blocks []block
-	if err := c.shapes(root.path("cSld", "spTree"), rels, &blocks, false); err != nil {
 		return "", err
 	}
 	for _, rl := range rels {
@@ -129,19 +121,30 @@ func quote(text string) string {
 }
 
 func (c *pptxConv) notes(part string) (string, error) {
-	root, err := c.o.dom(part)
+	blocks, _, err := c.shapeBlocks(part, true)
 	if err != nil {
-		return "", err
-	}
-	rels, err := c.o.rels(part)
-	if err != nil {
-		return "", err
-	}
-	var blocks []block
-	if err := c.shapes(root.path("cSld", "spTree"), rels, &blocks, true); err != nil {
 		return "", err
 	}
 	return joinBlocks(blocks), nil
+}
+
+// shapeBlocks reads the blocks of a slide or notes part's shape tree
+// (notes: the part is a notes page) and returns them with the part's
+// relationships.
+func (c *pptxConv) shapeBlocks(part string, notes bool) ([]block, map[string]rel, error) {
+	root, err := c.o.dom(part)
+	if err != nil {
+		return nil, nil, err
+	}
+	rels, err := c.o.rels(part)
+	if err != nil {
+		return nil, nil, err
+	}
+	var blocks []block
+	if err := c.shapes(root.path("cSld", "spTree"), rels, &blocks, notes); err != nil {
+		return nil, nil, err
+	}
+	return blocks, rels, nil
 }
 
 // shapes renders a shape tree. In notes only the body placeholder counts.

@@ -211,8 +211,7 @@ func (s *Service) ask(ctx context.Context, system, user string) (string, string,
 	if err != nil {
 		return "", "", err
 	}
-	resp, err := model.Stream(ctx, llm.Request{Model: modelID, Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: system}, {Role: llm.RoleUser, Content: user}}}, func(llm.Delta) error { return nil })
+	resp, err := llm.Ask(ctx, model, modelID, system, user)
 	if err != nil {
 		return "", "", failure.Unprocessable("model_failed", "model %s: %v", spec, err)
 	}

@@ -128,3 +128,12 @@ type Response struct {
 type ChatModel interface {
 	Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error)
 }
+
+// Ask sends one system and one user message to model (modelID as in
+// Request.Model) and returns the whole reply, streamed to no one: the
+// prompt-and-answer calls of the model-made helpers (sample questions,
+// descriptions, mind maps).
+func Ask(ctx context.Context, model ChatModel, modelID, system, user string) (Response, error) {
+	return model.Stream(ctx, Request{Model: modelID, Messages: []Message{
+		{Role: RoleSystem, Content: system}, {Role: RoleUser, Content: user}}}, func(Delta) error { return nil })
+}

@@ -341,8 +341,7 @@ func (s *Service) Generate(ctx context.Context, sub access.Subject, kbID string,
 	if in.UserPrompt != "" {
 		fmt.Fprintf(&user, "Instructions: %s\n", in.UserPrompt)
 	}
-	resp, err := model.Stream(ctx, llm.Request{Model: modelID, Messages: []llm.Message{
-		{Role: llm.RoleSystem, Content: prompt}, {Role: llm.RoleUser, Content: user.String()}}}, func(llm.Delta) error { return nil })
+	resp, err := llm.Ask(ctx, model, modelID, prompt, user.String())
 	if err != nil {
 		return nil, failure.Unprocessable("model_failed", "mind map model: %v", err)
 	}

@@ -145,62 +145,82 @@ func (s *Service) Continue(ctx context.Context, uid, agentSlug, threadID string)
 // CancelRequest cancels uid's queued request. A dispatched request answers
 // 409 request_already_dispatched with its run id.
 func (s *Service) CancelRequest(ctx context.Context, uid, requestID string) (Request, error) {
-	r, err := s.requestByID(ctx, s.pool, uid, requestID)
-	if err != nil {
-		return Request{}, err
-	}
-	if r.UID != uid {
-		return Request{}, ErrRequestNotFound
-	}
-	var out Request
-	err = s.outbox.Tx(ctx, s.pool, func(tx pgx.Tx, emit outbox.Emit) error {
-		sc, err := lockScope(ctx, tx, uid, r.AgentSlug, r.ThreadID)
-		if err != nil {
-			return err
-		}
-		cur, err := scanRequest(tx.QueryRow(ctx, `SELECT `+requestCols+` FROM agent_run_requests WHERE id = $1 FOR UPDATE`, r.ID))
-		if err != nil {
-			return err
-		}
+	return s.changeRequest(ctx, uid, requestID, "cancelled", func(tx pgx.Tx, emit outbox.Emit, sc Scope, cur Request) (Request, error) {
 		switch cur.Status {
 		case RequestDispatched:
-			return failure.Conflict("request_already_dispatched", "the request already started a run").With(map[string]any{"run_id": *cur.DispatchedRunID})
+			return Request{}, failure.Conflict("request_already_dispatched", "the request already started a run").With(map[string]any{"run_id": *cur.DispatchedRunID})
 		case RequestQueued:
 		default:
-			out = cur
-			return nil // already final: cancelling again is a no-op
+			return cur, nil // already final: cancelling again is a no-op
 		}
 		if cur.QueuePolicy == PolicySteer {
 			active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
 			if err != nil {
-				return err
+				return Request{}, err
 			}
 			if active != nil {
-				return failure.Conflict("steer_in_progress", "a steer request cannot be cancelled while the run it steers is active")
+				return Request{}, failure.Conflict("steer_in_progress", "a steer request cannot be cancelled while the run it steers is active")
 			}
 		}
-		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE agent_run_requests SET status = 'cancelled', updated_at = clock_timestamp()
+		out, err := scanRequest(tx.QueryRow(ctx, `UPDATE agent_run_requests SET status = 'cancelled', updated_at = clock_timestamp()
 			WHERE id = $1 RETURNING `+requestCols, cur.ID))
 		if err != nil {
-			return err
+			return Request{}, err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE messages SET delivery_status = 'cancelled' WHERE id = $1`, cur.InputMessageID); err != nil {
-			return err
+			return Request{}, err
 		}
 		// Removing a paused head may make the queue ready again.
 		_, _, err = s.dispatchHead(ctx, tx, emit, sc, false)
-		return err
+		return out, err
 	})
-	if err != nil {
-		return Request{}, err
-	}
-	s.notify(ctx, r.ThreadID, "cancelled")
-	return out, nil
 }
 
 // Steer promotes uid's queued enqueue request to steer: it goes first and
 // ends the active run at its next model boundary.
 func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, error) {
+	out, err := s.changeRequest(ctx, uid, requestID, "steer", func(tx pgx.Tx, emit outbox.Emit, sc Scope, cur Request) (Request, error) {
+		if cur.Status != RequestQueued || (cur.Source != "chat" && cur.Source != "channel") {
+			return Request{}, failure.Conflict("request_not_queued", "only a queued chat request can be steered")
+		}
+		if cur.QueuePolicy == PolicySteer {
+			return cur, nil
+		}
+		active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
+		if err != nil {
+			return Request{}, err
+		}
+		if active != nil && (active.Status != run.StatusRunning || active.RunType != run.TypeChat) {
+			return Request{}, ErrRunNotSteerable
+		}
+		out, err := scanRequest(tx.QueryRow(ctx, `UPDATE agent_run_requests SET queue_policy = 'steer', updated_at = clock_timestamp()
+			WHERE id = $1 RETURNING `+requestCols, cur.ID))
+		if err != nil {
+			return Request{}, err
+		}
+		if active == nil {
+			d, _, err := s.dispatchHead(ctx, tx, emit, sc, false)
+			if err != nil {
+				return Request{}, err
+			}
+			if d != nil && d.ID == out.ID {
+				out = *d
+			}
+		}
+		return out, nil
+	})
+	if err != nil {
+		return Request{}, err
+	}
+	return s.decorate(ctx, s.pool, out)
+}
+
+// changeRequest runs change on uid's request requestID in one transaction,
+// with the request's scope and then its row locked (the order every queue
+// writer takes), and notifies the thread with event once it committed.
+// change returns the request as it leaves it.
+func (s *Service) changeRequest(ctx context.Context, uid, requestID, event string,
+	change func(tx pgx.Tx, emit outbox.Emit, sc Scope, cur Request) (Request, error)) (Request, error) {
 	r, err := s.requestByID(ctx, s.pool, uid, requestID)
 	if err != nil {
 		return Request{}, err
@@ -218,41 +238,14 @@ func (s *Service) Steer(ctx context.Context, uid, requestID string) (Request, er
 		if err != nil {
 			return err
 		}
-		if cur.Status != RequestQueued || (cur.Source != "chat" && cur.Source != "channel") {
-			return failure.Conflict("request_not_queued", "only a queued chat request can be steered")
-		}
-		if cur.QueuePolicy == PolicySteer {
-			out = cur
-			return nil
-		}
-		active, err := s.runs.ActiveForThreadTx(ctx, tx, uid, cur.AgentSlug, cur.ThreadID)
-		if err != nil {
-			return err
-		}
-		if active != nil && (active.Status != run.StatusRunning || active.RunType != run.TypeChat) {
-			return ErrRunNotSteerable
-		}
-		out, err = scanRequest(tx.QueryRow(ctx, `UPDATE agent_run_requests SET queue_policy = 'steer', updated_at = clock_timestamp()
-			WHERE id = $1 RETURNING `+requestCols, cur.ID))
-		if err != nil {
-			return err
-		}
-		if active == nil {
-			d, _, err := s.dispatchHead(ctx, tx, emit, sc, false)
-			if err != nil {
-				return err
-			}
-			if d != nil && d.ID == out.ID {
-				out = *d
-			}
-		}
-		return nil
+		out, err = change(tx, emit, sc, cur)
+		return err
 	})
 	if err != nil {
 		return Request{}, err
 	}
-	s.notify(ctx, r.ThreadID, "steer")
-	return s.decorate(ctx, s.pool, out)
+	s.notify(ctx, r.ThreadID, event)
+	return out, nil
 }
 
 // ResumeInput answers an interrupted run.

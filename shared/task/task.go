@@ -443,12 +443,28 @@ func (s *Store) batches(ctx context.Context, kbIDs []string, id string, names ma
 
 // evalRuns reads evaluation runs (status running | completed | failed).
 func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.kb_id, r.name, r.dataset_id, r.status, r.total_items, r.completed_items,
-		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate, r.cancel_requested_at IS NOT NULL
+	return s.runs(ctx, func(t *Task, kbID, name string, refs [2]*string) {
+		t.KBID, t.Type, t.Name = kbID, TypeEvaluation, "RAG评估 "+name
+		// refs[0] is dataset_id, NOT NULL.
+		t.Payload = map[string]any{"kb_id": kbID, "dataset_id": *refs[0], "run_id": t.ID}
+	}, `SELECT r.run_id, r.kb_id, r.name, r.status, r.total_items, r.completed_items,
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate, r.cancel_requested_at IS NOT NULL,
+		r.dataset_id, NULL::text
 		FROM evaluation_runs r
 		WHERE r.kb_id = ANY($1) AND ($2 = '' OR r.run_id = $2)
 		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
 		ORDER BY r.started_at DESC LIMIT $3`, kbIDs, id, window)
+}
+
+// runs reads evaluation runs of either kind (RAG or agent suite) with
+// query, whose columns are, in order: run id, scope (the run's KB or
+// suite), name, status, total and completed items, overall score, metrics,
+// started, completed, created by, gate status, gate, whether a cancel was
+// asked, then two text columns of the kind's own (refs). describe sets each
+// task's type, name and payload; status, times and result are the same for
+// both kinds.
+func (s *Store) runs(ctx context.Context, describe func(t *Task, scope, name string, refs [2]*string), query string, args ...any) ([]Task, error) {
+	rows, err := s.pool.Query(ctx, query, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -456,20 +472,20 @@ func (s *Store) evalRuns(ctx context.Context, kbIDs []string, id string) ([]Task
 	var out []Task
 	for rows.Next() {
 		var t Task
-		var name, dataset, status string
+		var scope, name, status string
 		var total, completed int
 		var score *float64
 		var metrics, gate json.RawMessage
 		var gateStatus *string
 		var started time.Time
 		var cancelAsked bool
-		if err := rows.Scan(&t.ID, &t.KBID, &name, &dataset, &status, &total, &completed, &score, &metrics, &started,
-			&t.CompletedAt, &t.CreatedBy, &gateStatus, &gate, &cancelAsked); err != nil {
+		var refs [2]*string
+		if err := rows.Scan(&t.ID, &scope, &name, &status, &total, &completed, &score, &metrics, &started,
+			&t.CompletedAt, &t.CreatedBy, &gateStatus, &gate, &cancelAsked, &refs[0], &refs[1]); err != nil {
 			return nil, err
 		}
-		t.Type, t.Name = TypeEvaluation, "RAG评估 "+name
+		describe(&t, scope, name, refs)
 		t.runState(status, started, total, completed, metrics, gateStatus, cancelAsked)
-		t.Payload = map[string]any{"kb_id": t.KBID, "dataset_id": dataset, "run_id": t.ID}
 		t.Result = map[string]any{"overall_score": score, "metrics": metrics, "gate_status": gateStatus, "gate": gate}
 		out = append(out, t)
 	}
@@ -521,36 +537,16 @@ func (t *Task) runState(status string, started time.Time, total, completed int, 
 // suiteRuns reads uid's agent evaluation suite runs (only run id when one
 // is given), not dismissed.
 func (s *Store) suiteRuns(ctx context.Context, uid, id string) ([]Task, error) {
-	rows, err := s.pool.Query(ctx, `SELECT r.run_id, r.suite_id, r.name, r.config->>'agent_slug', r.status, r.total_items, r.completed_items,
-		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.schedule_id, r.gate_status, r.gate
+	return s.runs(ctx, func(t *Task, suite, name string, refs [2]*string) {
+		t.Type, t.Name = TypeSuiteRun, "智能体评估 "+name
+		t.Payload = map[string]any{"suite_id": suite, "run_id": t.ID, "agent_slug": refs[0], "schedule_id": refs[1]}
+	}, `SELECT r.run_id, r.suite_id, r.name, r.status, r.total_items, r.completed_items,
+		r.overall_score, r.metrics, r.started_at, r.completed_at, r.created_by, r.gate_status, r.gate, false,
+		r.config->>'agent_slug', r.schedule_id
 		FROM evaluation_suite_runs r
 		WHERE r.created_by = $1 AND ($2 = '' OR r.run_id = $2)
 		  AND NOT EXISTS (SELECT 1 FROM task_dismissals d WHERE d.task_id = r.run_id)
 		ORDER BY r.started_at DESC LIMIT $3`, uid, id, window)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []Task
-	for rows.Next() {
-		var t Task
-		var suite, name, status string
-		var agentSlug, schedule, gateStatus *string
-		var total, completed int
-		var score *float64
-		var metrics, gate json.RawMessage
-		var started time.Time
-		if err := rows.Scan(&t.ID, &suite, &name, &agentSlug, &status, &total, &completed, &score, &metrics, &started,
-			&t.CompletedAt, &t.CreatedBy, &schedule, &gateStatus, &gate); err != nil {
-			return nil, err
-		}
-		t.Type, t.Name = TypeSuiteRun, "智能体评估 "+name
-		t.runState(status, started, total, completed, metrics, gateStatus, false)
-		t.Payload = map[string]any{"suite_id": suite, "run_id": t.ID, "agent_slug": agentSlug, "schedule_id": schedule}
-		t.Result = map[string]any{"overall_score": score, "metrics": metrics, "gate_status": gateStatus, "gate": gate}
-		out = append(out, t)
-	}
-	return out, rows.Err()
 }
 
 func orNotFound(err error) error {

@@ -68,12 +68,20 @@ func TestConfirmParsesAttachments(t *testing.T) {
 		t.Fatalf("parsed Markdown on the volume: %q %v", md, err)
 	}
 
-	const query = "how many okapis?"
-	p.LLM.Handle(readsAttachment(query, want[0].path))
-	in := owner.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
+	runReadsAttachment(t, p, owner, th, fileID, want[0].path, "how many okapis?", "okapi count is 17")
+}
+
+// runReadsAttachment scripts the model with readsAttachment, starts a run
+// of the default chatbot in thread th bound to the attachment fileID
+// (confirmed at path), and fails t unless the run completes with want in
+// its text.
+func runReadsAttachment(t *testing.T, p *testkit.Local, user *testkit.Client, th, fileID, path, query, want string) {
+	t.Helper()
+	p.LLM.Handle(readsAttachment(query, path))
+	in := user.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
 		"meta": map[string]any{"attachment_file_ids": []string{fileID}}})
-	r := testkit.Render(owner.Collect(in["run_id"].(string), 60*time.Second))
-	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), "okapi count is 17") {
+	r := testkit.Render(user.Collect(in["run_id"].(string), 60*time.Second))
+	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), want) {
 		t.Fatalf("run: %+v %q", r, r.Texts())
 	}
 }

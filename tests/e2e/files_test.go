@@ -62,14 +62,7 @@ func TestAttachmentIsParsedConfirmedAndReadByTheAgent(t *testing.T) {
 	}
 
 	// The agent is told the path and reads it with read_file.
-	const query = "what is the pangolin budget?"
-	p.LLM.Handle(readsAttachment(query, mdPath))
-	in := owner.OK("POST", "/api/agent/runs", map[string]any{"query": query, "agent_slug": "default-chatbot", "thread_id": th,
-		"meta": map[string]any{"attachment_file_ids": []string{fileID}}})
-	r := testkit.Render(owner.Collect(in["run_id"].(string), 60*time.Second))
-	if r.EndStatus != "completed" || !strings.Contains(strings.Join(r.Texts(), ""), "pangolin budget is 42") {
-		t.Fatalf("run: %+v %q", r, r.Texts())
-	}
+	runReadsAttachment(t, p, owner, th, fileID, mdPath, "what is the pangolin budget?", "pangolin budget is 42")
 	// An attachment is bound once: another request naming it is refused.
 	if again := owner.Do("POST", "/api/agent/runs", map[string]any{"query": "again", "agent_slug": "default-chatbot", "thread_id": th,
 		"meta": map[string]any{"attachment_file_ids": []string{fileID}}}); again.Status != 422 || again.Code() != "invalid_attachment_file_ids" {

@@ -50,6 +50,22 @@ type Limits struct {
 	MemoryBytes, Pids, CPUSeconds, FileSizeBytes int64
 }
 
+// Or is l with each unset limit (zero or below) taken from d.
+func (l Limits) Or(d Limits) Limits {
+	pick := func(v, d int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return d
+	}
+	return Limits{
+		MemoryBytes:   pick(l.MemoryBytes, d.MemoryBytes),
+		Pids:          pick(l.Pids, d.Pids),
+		CPUSeconds:    pick(l.CPUSeconds, d.CPUSeconds),
+		FileSizeBytes: pick(l.FileSizeBytes, d.FileSizeBytes),
+	}
+}
+
 // Spec describes one sandbox. ID is derived by the provisioner from
 // (FileThread, SkillsThread, UID) and is stable, so Ensure with the same
 // Spec reuses the running sandbox.

@@ -88,7 +88,8 @@ func Run(t *testing.T, newStore func(t *testing.T) blob.Store, opts ...Option) {
 	}
 }
 
-func put(t *testing.T, s blob.Store, key, content, ct string) blob.Info {
+// Put stores content at key in s (content type ct), failing t on error.
+func Put(t *testing.T, s blob.Store, key, content, ct string) blob.Info {
 	t.Helper()
 	info, err := s.Put(t.Context(), key, strings.NewReader(content), int64(len(content)), ct)
 	if err != nil {
@@ -97,7 +98,8 @@ func put(t *testing.T, s blob.Store, key, content, ct string) blob.Info {
 	return info
 }
 
-func get(t *testing.T, s blob.Store, key string) (string, blob.Info) {
+// Get reads key from s, failing t on error.
+func Get(t *testing.T, s blob.Store, key string) (string, blob.Info) {
 	t.Helper()
 	rc, info, err := s.Get(t.Context(), key)
 	if err != nil {
@@ -121,11 +123,11 @@ func sameInfo(t *testing.T, what string, got, want blob.Info) {
 
 func testPutGetStat(t *testing.T, s blob.Store) {
 	const key, content, ct = "docs/readme.txt", "hello, blob", "text/plain; charset=utf-8"
-	info := put(t, s, key, content, ct)
+	info := Put(t, s, key, content, ct)
 	if info.Key != key || info.Size != int64(len(content)) || info.ContentType != ct || info.ETag == "" {
 		t.Fatalf("Put info = %+v", info)
 	}
-	got, ginfo := get(t, s, key)
+	got, ginfo := Get(t, s, key)
 	if got != content {
 		t.Errorf("Get content = %q, want %q", got, content)
 	}
@@ -145,17 +147,17 @@ func testPutGetStat(t *testing.T, s blob.Store) {
 
 func testOverwrite(t *testing.T, s blob.Store) {
 	const key = "a/b/c.md"
-	first := put(t, s, key, "version one, longer", "text/markdown")
-	second := put(t, s, key, "v2", "text/plain")
+	first := Put(t, s, key, "version one, longer", "text/markdown")
+	second := Put(t, s, key, "v2", "text/plain")
 	if first.ETag == second.ETag {
 		t.Errorf("ETag did not change on new content: %q", first.ETag)
 	}
-	got, info := get(t, s, key)
+	got, info := Get(t, s, key)
 	if got != "v2" {
 		t.Errorf("content after overwrite = %q", got)
 	}
 	sameInfo(t, "info after overwrite", info, second)
-	again := put(t, s, key, "v2", "text/plain")
+	again := Put(t, s, key, "v2", "text/plain")
 	if again.ETag != second.ETag {
 		t.Errorf("same content, different ETag: %q vs %q", again.ETag, second.ETag)
 	}
@@ -180,7 +182,7 @@ func testMissing(t *testing.T, s blob.Store) {
 		t.Errorf("Delete missing: %v", err)
 	}
 	// A "directory" is not an object.
-	put(t, s, "dir/file.txt", "x", "")
+	Put(t, s, "dir/file.txt", "x", "")
 	if _, err := s.Stat(ctx, "dir"); !errors.Is(err, blob.ErrNotFound) {
 		t.Errorf("Stat of a key's parent: err = %v, want ErrNotFound", err)
 	}
@@ -190,7 +192,7 @@ func testMissing(t *testing.T, s blob.Store) {
 	if err := s.Delete(ctx, "dir"); err != nil {
 		t.Errorf("Delete of a key's parent: %v", err)
 	}
-	if got, _ := get(t, s, "dir/file.txt"); got != "x" {
+	if got, _ := Get(t, s, "dir/file.txt"); got != "x" {
 		t.Errorf("object changed by deleting its parent: %q", got)
 	}
 	list, err := s.List(ctx, "no/such/")
@@ -201,9 +203,9 @@ func testMissing(t *testing.T, s blob.Store) {
 
 func testDelete(t *testing.T, s blob.Store) {
 	ctx := t.Context()
-	put(t, s, "d/one", "1", "")
-	put(t, s, "d/two", "2", "")
-	put(t, s, "d/sub/three", "3", "")
+	Put(t, s, "d/one", "1", "")
+	Put(t, s, "d/two", "2", "")
+	Put(t, s, "d/sub/three", "3", "")
 	for _, k := range []string{"d/one", "d/sub/three"} {
 		if err := s.Delete(ctx, k); err != nil {
 			t.Fatalf("Delete(%q): %v", k, err)
@@ -223,8 +225,8 @@ func testDelete(t *testing.T, s blob.Store) {
 		t.Errorf("List after deletes = %v, want [d/two]", keys)
 	}
 	// A deleted key can be written again.
-	put(t, s, "d/sub/three", "3 again", "")
-	if got, _ := get(t, s, "d/sub/three"); got != "3 again" {
+	Put(t, s, "d/sub/three", "3 again", "")
+	if got, _ := Get(t, s, "d/sub/three"); got != "3 again" {
 		t.Errorf("rewrite after delete = %q", got)
 	}
 }
@@ -251,7 +253,7 @@ func testList(t *testing.T, s blob.Store) {
 	}
 	infos := map[string]blob.Info{}
 	for k, v := range objects {
-		infos[k] = put(t, s, k, v, "text/plain")
+		infos[k] = Put(t, s, k, v, "text/plain")
 	}
 	cases := []struct {
 		prefix string
@@ -289,22 +291,22 @@ func testList(t *testing.T, s blob.Store) {
 
 func testKeyAndPrefix(t *testing.T, s blob.Store) {
 	ctx := t.Context()
-	put(t, s, "files/f1", "original upload", "application/pdf")
-	put(t, s, "files/f1/parsed.md", "# parsed", "text/markdown")
-	put(t, s, "files/f1/images/1.png", "png", "image/png")
-	if got, _ := get(t, s, "files/f1"); got != "original upload" {
+	Put(t, s, "files/f1", "original upload", "application/pdf")
+	Put(t, s, "files/f1/parsed.md", "# parsed", "text/markdown")
+	Put(t, s, "files/f1/images/1.png", "png", "image/png")
+	if got, _ := Get(t, s, "files/f1"); got != "original upload" {
 		t.Errorf("files/f1 = %q", got)
 	}
-	if got, _ := get(t, s, "files/f1/parsed.md"); got != "# parsed" {
+	if got, _ := Get(t, s, "files/f1/parsed.md"); got != "# parsed" {
 		t.Errorf("files/f1/parsed.md = %q", got)
 	}
 	if err := s.Delete(ctx, "files/f1"); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := get(t, s, "files/f1/images/1.png"); got != "png" {
+	if got, _ := Get(t, s, "files/f1/images/1.png"); got != "png" {
 		t.Errorf("child after deleting parent key = %q", got)
 	}
-	put(t, s, "files/f1", "again", "")
+	Put(t, s, "files/f1", "again", "")
 	list, err := s.List(ctx, "files/")
 	if err != nil {
 		t.Fatal(err)
@@ -329,8 +331,8 @@ func testUnusualCharacters(t *testing.T, s blob.Store) {
 	}
 	for i, k := range keys {
 		content := fmt.Sprintf("content %d", i)
-		put(t, s, k, content, "text/plain")
-		if got, info := get(t, s, k); got != content || info.Key != k {
+		Put(t, s, k, content, "text/plain")
+		if got, info := Get(t, s, k); got != content || info.Key != k {
 			t.Errorf("Get(%q) = %q (key %q), want %q", k, got, info.Key, content)
 		}
 	}
@@ -408,7 +410,7 @@ func testContentType(t *testing.T, s blob.Store) {
 		"ct/default": "",
 	}
 	for k, ct := range types {
-		info := put(t, s, k, "body of "+k, ct)
+		info := Put(t, s, k, "body of "+k, ct)
 		want := ct
 		if want == "" {
 			want = blob.DefaultContentType
@@ -419,7 +421,7 @@ func testContentType(t *testing.T, s blob.Store) {
 		if st, err := s.Stat(ctx, k); err != nil || st.ContentType != want {
 			t.Errorf("Stat(%q) ContentType = %q, %v; want %q", k, st.ContentType, err, want)
 		}
-		if _, gi := get(t, s, k); gi.ContentType != want {
+		if _, gi := Get(t, s, k); gi.ContentType != want {
 			t.Errorf("Get(%q) ContentType = %q, want %q", k, gi.ContentType, want)
 		}
 	}
@@ -434,11 +436,11 @@ func testContentType(t *testing.T, s blob.Store) {
 }
 
 func testEmpty(t *testing.T, s blob.Store) {
-	info := put(t, s, "empty", "", "")
+	info := Put(t, s, "empty", "", "")
 	if info.Size != 0 || info.ETag == "" {
 		t.Errorf("Put empty = %+v", info)
 	}
-	got, gi := get(t, s, "empty")
+	got, gi := Get(t, s, "empty")
 	if got != "" || gi.Size != 0 {
 		t.Errorf("Get empty = %q, %+v", got, gi)
 	}
@@ -453,7 +455,7 @@ func testUnknownSize(t *testing.T, s blob.Store) {
 	if info.Size != int64(len(content)) {
 		t.Errorf("Put size -1: Size = %d, want %d", info.Size, len(content))
 	}
-	if got, gi := get(t, s, "unknown"); got != content || gi.Size != int64(len(content)) {
+	if got, gi := Get(t, s, "unknown"); got != content || gi.Size != int64(len(content)) {
 		t.Errorf("Get after size -1 Put: %d bytes (info %d), want %d", len(got), gi.Size, len(content))
 	}
 	if _, err := s.Put(t.Context(), "bad-size", strings.NewReader("x"), -2, ""); err == nil {
@@ -467,12 +469,12 @@ type onlyReader struct{ r io.Reader }
 func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 
 func testShortReader(t *testing.T, s blob.Store) {
-	put(t, s, "short", "old content", "text/plain")
+	Put(t, s, "short", "old content", "text/plain")
 	_, err := s.Put(t.Context(), "short", onlyReader{strings.NewReader("only ten b")}, 1000, "text/plain")
 	if err == nil {
 		t.Fatal("Put with a reader shorter than size succeeded")
 	}
-	if got, _ := get(t, s, "short"); got != "old content" {
+	if got, _ := Get(t, s, "short"); got != "old content" {
 		t.Errorf("content after failed Put = %q, want the old content", got)
 	}
 	_, err = s.Put(t.Context(), "short-new", onlyReader{strings.NewReader("tiny")}, 100, "")
@@ -489,7 +491,7 @@ func testExtraBytes(t *testing.T, s blob.Store) {
 	if err != nil {
 		t.Fatalf("Put with extra bytes: %v", err)
 	}
-	if got, _ := get(t, s, "extra"); got != "hello" || info.Size != 5 {
+	if got, _ := Get(t, s, "extra"); got != "hello" || info.Size != 5 {
 		t.Errorf("stored %q (size %d), want the first 5 bytes", got, info.Size)
 	}
 }

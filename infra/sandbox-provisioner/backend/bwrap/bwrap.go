@@ -102,7 +102,7 @@ func New(cfg Config) (*Backend, error) {
 	if cfg.HostUID == 0 {
 		cfg.HostUID, cfg.HostGID = backend.SandboxUID, backend.SandboxGID
 	}
-	cfg.Limits = withDefaults(cfg.Limits, DefaultLimits)
+	cfg.Limits = cfg.Limits.Or(DefaultLimits)
 	b := &Backend{cfg: cfg, sandboxes: map[string]*sandbox{}, asUser: os.Geteuid() == 0}
 	if b.filter, err = seccompProgram(); err != nil {
 		return nil, err
@@ -133,22 +133,6 @@ func New(cfg Config) (*Backend, error) {
 // CgroupsAvailable reports whether memory and pids limits are enforced by
 // cgroups (otherwise only rlimits apply).
 func (b *Backend) CgroupsAvailable() bool { return b.cg.available() }
-
-func withDefaults(l, d backend.Limits) backend.Limits {
-	if l.MemoryBytes <= 0 {
-		l.MemoryBytes = d.MemoryBytes
-	}
-	if l.Pids <= 0 {
-		l.Pids = d.Pids
-	}
-	if l.CPUSeconds <= 0 {
-		l.CPUSeconds = d.CPUSeconds
-	}
-	if l.FileSizeBytes <= 0 {
-		l.FileSizeBytes = d.FileSizeBytes
-	}
-	return l
-}
 
 // systemBinds: /usr read-only, and /bin, /lib… as on the host (symlinks
 // into /usr on merged-/usr systems, read-only binds otherwise).
@@ -314,7 +298,7 @@ func (b *Backend) Ensure(ctx context.Context, s backend.Spec) error {
 			return err
 		}
 	}
-	s.Limits = withDefaults(s.Limits, b.cfg.Limits)
+	s.Limits = s.Limits.Or(b.cfg.Limits)
 	b.mu.Lock()
 	old := b.sandboxes[s.ID]
 	same := old != nil && sameSpec(old.spec, s)

@@ -206,22 +206,10 @@ func (b *Backend) meta(name, id string) map[string]any {
 	}
 }
 
+// limits is l with unset limits taken from the configured defaults, then
+// from the backend's own.
 func (b *Backend) limits(l backend.Limits) backend.Limits {
-	pick := func(v, d, dd int64) int64 {
-		if v > 0 {
-			return v
-		}
-		if d > 0 {
-			return d
-		}
-		return dd
-	}
-	return backend.Limits{
-		MemoryBytes:   pick(l.MemoryBytes, b.cfg.Defaults.MemoryBytes, defaultLimits.MemoryBytes),
-		Pids:          pick(l.Pids, b.cfg.Defaults.Pids, defaultLimits.Pids),
-		CPUSeconds:    pick(l.CPUSeconds, b.cfg.Defaults.CPUSeconds, defaultLimits.CPUSeconds),
-		FileSizeBytes: pick(l.FileSizeBytes, b.cfg.Defaults.FileSizeBytes, defaultLimits.FileSizeBytes),
-	}
+	return l.Or(b.cfg.Defaults).Or(defaultLimits)
 }
 
 // subPath turns a mount source on the provisioner's volume into a subPath
