@@ -19,21 +19,24 @@ type ExternalCleaner struct {
 	Engine Engine
 }
 
-// RemoveFilesTx implements kb.GraphCleaner.
-func (c ExternalCleaner) RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error {
+// RemoveFilesTx implements kb.GraphCleaner. It reports no vector ids: the
+// engine's DeleteFile does not say which entities it removed, so their
+// vectors stay until reconcile's all_vectors (recall ignores ids no longer
+// in the graph).
+func (c ExternalCleaner) RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) ([]string, error) {
 	if len(fileIDs) == 0 {
-		return nil
+		return nil, nil
 	}
 	for _, f := range uniq(fileIDs) {
 		if err := c.Engine.DeleteFile(ctx, kbID, f); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := lockKB(ctx, tx, kbID); err != nil {
-		return err
+		return nil, err
 	}
 	_, err := tx.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = ANY($2)`, kbID, fileIDs)
-	return err
+	return nil, err
 }
 
 // RemoveKBTx implements kb.GraphCleaner.

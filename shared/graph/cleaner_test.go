@@ -44,14 +44,14 @@ func TestExternalCleanerRemovesProgressAndGraph(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RemoveFilesTx(ctx, tx, "kb", []string{"f1", "f1"}); err != nil {
+	if _, err := c.RemoveFilesTx(ctx, tx, "kb", []string{"f1", "f1"}); err != nil {
 		t.Fatal(err)
 	}
 	_ = tx.Rollback(ctx)
 	if n := progress(); n != 2 {
 		t.Fatalf("%d progress rows after a rolled-back deletion, want 2", n)
 	}
-	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return c.RemoveFilesTx(ctx, tx, "kb", []string{"f1"}) }); err != nil {
+	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { _, err := c.RemoveFilesTx(ctx, tx, "kb", []string{"f1"}); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if n := progress(); n != 1 {

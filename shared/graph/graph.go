@@ -31,7 +31,8 @@
 // 0062) — and the graph-build routes' (config, status, index, reset,
 // failed chunks). Deleting files or a knowledge base removes their graph in
 // the deleting transaction (Postgres.RemoveFilesTx/RemoveKBTx, installed
-// as kb.GraphCleaner).
+// as kb.GraphCleaner); RemoveFilesTx returns the vector ids of the entities
+// and triples it removed, which the deletion's cleanup deletes after commit.
 //
 // Vectors (vectors.go): with a VectorIndex, a build embeds the unique
 // entities ("name (label)") and triples ("source type target") of the

@@ -131,7 +131,8 @@ func (p *Postgres) WriteChunksTx(ctx context.Context, tx pgx.Tx, kbID string, ch
 			return fmt.Errorf("write graph chunks: %s: %w", m.table, err)
 		}
 	}
-	return collect(ctx, tx, kbID, ents, rels)
+	_, err = collect(ctx, tx, kbID, ents, rels)
+	return err
 }
 
 // dropMentions deletes the mentions matching where ($1 = kb id, $2 = arg)
@@ -155,35 +156,52 @@ func dropMentions(ctx context.Context, tx pgx.Tx, kbID, where string, arg any) (
 }
 
 // collect removes, among the given entities and relations, those nothing
-// mentions any more (and relations left without an endpoint).
-func collect(ctx context.Context, tx pgx.Tx, kbID string, ents, rels []string) error {
-	if len(rels) > 0 {
-		if _, err := tx.Exec(ctx, `DELETE FROM graph_relations r WHERE r.kb_id = $1 AND r.relation_id = ANY($2)
-			AND NOT EXISTS (SELECT 1 FROM graph_relation_mentions m WHERE m.kb_id = $1 AND m.relation_id = r.relation_id)`,
-			kbID, uniq(rels)); err != nil {
-			return fmt.Errorf("collect relations: %w", err)
-		}
-	}
-	if len(ents) > 0 {
-		gone, err := tx.Query(ctx, `DELETE FROM graph_entities e WHERE e.kb_id = $1 AND e.entity_id = ANY($2)
-			AND NOT EXISTS (SELECT 1 FROM graph_entity_mentions m WHERE m.kb_id = $1 AND m.entity_id = e.entity_id)
-			RETURNING entity_id`, kbID, uniq(ents))
-		if err != nil {
-			return fmt.Errorf("collect entities: %w", err)
-		}
-		ids, err := pgx.CollectRows(gone, pgx.RowTo[string])
+// mentions any more (and relations left without an endpoint), and returns
+// the vector ids (EntityVectorID, TripleVectorID) of what it removed.
+func collect(ctx context.Context, tx pgx.Tx, kbID string, ents, rels []string) ([]string, error) {
+	var gone []string
+	relIDs := func(rows pgx.Rows, err error) error {
 		if err != nil {
 			return err
 		}
+		ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (string, error) {
+			var r Relation
+			err := row.Scan(&r.ID, &r.Source, &r.Target)
+			return TripleVectorID(r), err
+		})
+		gone = append(gone, ids...)
+		return err
+	}
+	if len(rels) > 0 {
+		if err := relIDs(tx.Query(ctx, `DELETE FROM graph_relations r WHERE r.kb_id = $1 AND r.relation_id = ANY($2)
+			AND NOT EXISTS (SELECT 1 FROM graph_relation_mentions m WHERE m.kb_id = $1 AND m.relation_id = r.relation_id)
+			RETURNING relation_id, source_id, target_id`,
+			kbID, uniq(rels))); err != nil {
+			return nil, fmt.Errorf("collect relations: %w", err)
+		}
+	}
+	if len(ents) > 0 {
+		rows, err := tx.Query(ctx, `DELETE FROM graph_entities e WHERE e.kb_id = $1 AND e.entity_id = ANY($2)
+			AND NOT EXISTS (SELECT 1 FROM graph_entity_mentions m WHERE m.kb_id = $1 AND m.entity_id = e.entity_id)
+			RETURNING entity_id`, kbID, uniq(ents))
+		if err != nil {
+			return nil, fmt.Errorf("collect entities: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return nil, err
+		}
+		gone = append(gone, ids...) // EntityVectorID is the entity's id
 		// A relation is mentioned only with both its endpoints, so none
 		// should remain; this keeps the graph closed if one does.
 		if len(ids) > 0 {
-			if _, err := tx.Exec(ctx, `DELETE FROM graph_relations WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))`, kbID, ids); err != nil {
-				return err
+			if err := relIDs(tx.Query(ctx, `DELETE FROM graph_relations WHERE kb_id = $1 AND (source_id = ANY($2) OR target_id = ANY($2))
+				RETURNING relation_id, source_id, target_id`, kbID, ids)); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return gone, nil
 }
 
 func uniq(s []string) []string {
@@ -220,7 +238,8 @@ func (p *Postgres) remove(ctx context.Context, kbID, where string, arg any) erro
 		if err != nil {
 			return err
 		}
-		return collect(ctx, tx, kbID, ents, rels)
+		_, err = collect(ctx, tx, kbID, ents, rels)
+		return err
 	})
 }
 
@@ -523,20 +542,22 @@ func (p *Postgres) Stats(ctx context.Context, kbID string) (Stats, error) {
 // RemoveFilesTx removes, in the caller's transaction, the mentions and
 // extraction progress of the given files and then the entities and
 // relations nothing else mentions (kb.GraphCleaner: a file deletion and its
-// graph's commit together).
-func (p *Postgres) RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error {
+// graph's commit together). It returns the vector ids of the removed
+// entities and triples, whose vectors the caller deletes from the graph
+// collection once the transaction committed.
+func (p *Postgres) RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) ([]string, error) {
 	if len(fileIDs) == 0 {
-		return nil
+		return nil, nil
 	}
 	if err := lockKB(ctx, tx, kbID); err != nil {
-		return err
+		return nil, err
 	}
 	ents, rels, err := dropMentions(ctx, tx, kbID, `file_id = ANY($2)`, fileIDs)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if _, err := tx.Exec(ctx, `DELETE FROM graph_chunk_extractions WHERE kb_id = $1 AND file_id = ANY($2)`, kbID, fileIDs); err != nil {
-		return err
+		return nil, err
 	}
 	return collect(ctx, tx, kbID, ents, rels)
 }

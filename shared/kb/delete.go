@@ -14,12 +14,15 @@ type Removed struct {
 	Files      []File
 	ChunkIDs   []string
 	ObjectKeys []string // originals, Markdown and images to delete from the object store
+	// GraphVectorIDs are the vectors, in GraphCollection, of the graph
+	// entities and triples the deletion orphaned (GraphCleaner).
+	GraphVectorIDs []string
 }
 
 // DeleteFilesTx deletes files (and, recursively, folders) of kbID in tx: their
 // chunks leave the keyword index in the same transaction and their vectors are
 // owed to the vector store (knowledge_vector_deletes). The caller deletes the
-// returned objects and vectors after commit (Library.RemoveFiles is the use
+// returned objects and vectors (and the orphaned graph vectors) after commit (Library.RemoveFiles is the use
 // case in its own transaction).
 func (s *Store) DeleteFilesTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, kbID string, fileIDs []string) (Removed, error) {
 	var out Removed
@@ -98,9 +101,11 @@ func (s *Store) DeleteFilesTx(ctx context.Context, tx pgx.Tx, kw KeywordWriter, 
 		return out, err
 	}
 	if s.graph != nil {
-		if err := s.graph.RemoveFilesTx(ctx, tx, kbID, ids); err != nil {
+		gv, err := s.graph.RemoveFilesTx(ctx, tx, kbID, ids)
+		if err != nil {
 			return out, fmt.Errorf("remove the files' graph: %w", err)
 		}
+		out.GraphVectorIDs = gv
 	}
 	for _, h := range s.onDelete {
 		if err := h.FilesDeletedTx(ctx, tx, kbID, ids); err != nil {

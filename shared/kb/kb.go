@@ -138,9 +138,12 @@ func (s *Store) OnFilesDeleted(h FileDeletionHook) { s.onDelete = append(s.onDel
 
 // GraphCleaner removes what the knowledge graph holds of deleted files and
 // knowledge bases, in the deleting transaction (shared/graph's Postgres
-// engine), so that a deletion and its graph's go together.
+// engine), so that a deletion and its graph's go together. RemoveFilesTx
+// returns the ids, in GraphCollection(kbID), of the vectors of the entities
+// and triples it removed (nothing mentions them any more): the deletion's
+// cleanup deletes them after commit.
 type GraphCleaner interface {
-	RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) error
+	RemoveFilesTx(ctx context.Context, tx pgx.Tx, kbID string, fileIDs []string) (vectorIDs []string, err error)
 	RemoveKBTx(ctx context.Context, tx pgx.Tx, kbID string) error
 }
 

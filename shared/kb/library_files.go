@@ -331,11 +331,21 @@ func (l *Library) RemoveFilesTx(ctx context.Context, tx pgx.Tx, sub access.Subje
 }
 
 // cleanup deletes what a committed deletion left in kbID: the vectors owed,
-// then the objects. What fails stays for the sweep (vectors) or is logged.
+// the vectors of the graph entities and triples it orphaned, then the
+// objects. What fails stays for the sweep (chunk vectors), for reconcile's
+// all_vectors (graph vectors: they are not recorded, so a crash between the
+// commit and here leaves them too; recall ignores ids no longer in the
+// graph), or is logged. Deleting graph vectors is idempotent (unknown ids
+// and a missing collection are no error).
 func (l *Library) cleanup(ctx context.Context, kbID string, r Removed) {
 	if l.vectors != nil {
 		if _, err := l.store.FlushVectorDeletes(ctx, l.vectors, kbID); err != nil {
 			l.log.Warn("delete vectors (the sweep retries)", "kb", kbID, "error", err)
+		}
+		if len(r.GraphVectorIDs) > 0 {
+			if err := l.vectors.Delete(ctx, GraphCollection(kbID), r.GraphVectorIDs); err != nil {
+				l.log.Warn("delete orphaned graph vectors (reconcile all_vectors removes them)", "kb", kbID, "error", err)
+			}
 		}
 	}
 	for _, k := range r.ObjectKeys {

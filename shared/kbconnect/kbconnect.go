@@ -2,7 +2,7 @@
 // "dify" and "notion"): the schema of each connector's connection
 // parameters (rendered by the web UI's create form), their validation, and
 // retrieval through the remote service's HTTP API — Dify's dataset
-// retrieve API, Notion's search and block-children APIs — with the caller's (SSRF-guarded)
+// retrieve API, Notion's search, data-source query and block-children APIs — with the caller's (SSRF-guarded)
 // HTTP client. Results come back as Hits; shared/kb shapes them as native
 // query results.
 //
@@ -52,7 +52,12 @@ var schemas = map[string][]Field{
 	Notion: {
 		{Name: "notion_api_url", Label: "Notion API URL", Type: "url", Default: "https://api.notion.com", Aliases: []string{"api_base_url"}},
 		{Name: "notion_token", Label: "Integration token", Type: "password", Required: true, Secret: true, Aliases: []string{"api_key", "token"}},
-		{Name: "notion_version", Label: "Notion-Version", Type: "string", Default: "2022-06-28"},
+		{Name: "notion_version", Label: "Notion-Version", Type: "string", Default: "2022-06-28",
+			Description: "2025-09-03 or later for data sources"},
+		{Name: "notion_data_source_id", Label: "Data source ID", Type: "string", Aliases: []string{"data_source_id"},
+			Description: "query this data source's pages instead of searching the whole workspace"},
+		{Name: "notion_database_id", Label: "Database ID", Type: "string", Aliases: []string{"database_id"},
+			Description: "query this database's pages (its data sources from Notion-Version 2025-09-03)"},
 	},
 }
 

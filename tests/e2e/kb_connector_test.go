@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -185,18 +186,70 @@ func TestDifyConnector(t *testing.T) {
 
 // A Notion knowledge base answers the query-test route from the pages its
 // integration sees (search, then block children), the token never shown.
+// A page's text includes nested blocks (has_children, read down to 3
+// levels) across paginated children lists (start_cursor/next_cursor). A KB
+// configured with a data source (Notion-Version 2025-09-03) queries
+// POST /v1/data_sources/{id}/query across its result pages and ranks the
+// pages by the query's words in their properties; one configured with a
+// database reads the database's data sources first.
 func TestNotionConnector(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
+	var dsQueries []map[string]any // bodies of the data-source queries
+	page := func(id, title, status string) string {
+		return `{"object":"page","id":"` + id + `","url":"https://notion.so/` + id + `","properties":{"Name":{"type":"title","title":[{"plain_text":"` + title +
+			`"}]},"Status":{"type":"rich_text","rich_text":[{"plain_text":"` + status + `"}]}}}`
+	}
+	para := func(id, text string, children bool) string {
+		return fmt.Sprintf(`{"object":"block","id":%q,"type":"paragraph","has_children":%t,"paragraph":{"rich_text":[{"plain_text":%q}]}}`, id, children, text)
+	}
 	notion := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Header.Get("Authorization") != "Bearer secret_notion" || r.Header.Get("Notion-Version") == "" {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
-		switch r.URL.Path {
-		case "/v1/search":
+		cursor := r.URL.Query().Get("start_cursor")
+		switch r.Method + " " + r.URL.Path {
+		case "POST /v1/search":
 			_, _ = w.Write([]byte(`{"results":[{"object":"page","id":"page-1","url":"https://notion.so/page-1","properties":{"Name":{"type":"title","title":[{"plain_text":"Release notes"}]}}}]}`))
-		case "/v1/blocks/page-1/children":
-			_, _ = w.Write([]byte(`{"results":[{"type":"paragraph","paragraph":{"rich_text":[{"plain_text":"Version 2 ships connectors."}]}}]}`))
+		case "GET /v1/blocks/page-1/children":
+			// Two result pages; the first holds a toggle with nested children.
+			if cursor == "" {
+				_, _ = w.Write([]byte(`{"results":[` + para("b1", "Version 2 ships connectors.", false) + `,` +
+					`{"object":"block","id":"t1","type":"toggle","has_children":true,"toggle":{"rich_text":[{"plain_text":"Details"}]}},` +
+					`{"object":"block","id":"cp","type":"child_page","has_children":true,"child_page":{"title":"Archive"}}` +
+					`],"has_more":true,"next_cursor":"c2"}`))
+			} else if cursor == "c2" {
+				_, _ = w.Write([]byte(`{"results":[` + para("b2", "Upgrade with care.", false) + `],"has_more":false,"next_cursor":null}`))
+			} else {
+				w.WriteHeader(http.StatusBadRequest)
+			}
+		case "GET /v1/blocks/t1/children":
+			_, _ = w.Write([]byte(`{"results":[` + para("n1", "Nested: Notion data sources.", true) + `],"has_more":false}`))
+		case "GET /v1/blocks/n1/children":
+			_, _ = w.Write([]byte(`{"results":[` + para("n2", "Depth three.", true) + `],"has_more":false}`))
+		case "GET /v1/blocks/n2/children":
+			_, _ = w.Write([]byte(`{"results":[` + para("n3", "Depth four is not read.", false) + `],"has_more":false}`))
+		case "GET /v1/blocks/cp/children":
+			_, _ = w.Write([]byte(`{"results":[` + para("x", "A child page is not entered.", false) + `],"has_more":false}`))
+		case "GET /v1/databases/db-1":
+			_, _ = w.Write([]byte(`{"object":"database","id":"db-1","data_sources":[{"id":"ds-1","name":"Tasks"}]}`))
+		case "POST /v1/data_sources/ds-1/query":
+			var body map[string]any
+			_ = json.NewDecoder(r.Body).Decode(&body)
+			mu.Lock()
+			dsQueries = append(dsQueries, body)
+			mu.Unlock()
+			if body["start_cursor"] == nil {
+				_, _ = w.Write([]byte(`{"object":"list","results":[` + page("row-1", "Buy milk", "open") + `,` + page("row-2", "Write report", "open") +
+					`],"has_more":true,"next_cursor":"q2"}`))
+			} else {
+				_, _ = w.Write([]byte(`{"object":"list","results":[` + page("row-3", "Deploy connectors", "done") + `],"has_more":false,"next_cursor":null}`))
+			}
+		case "GET /v1/blocks/row-1/children", "GET /v1/blocks/row-2/children":
+			_, _ = w.Write([]byte(`{"results":[],"has_more":false}`))
+		case "GET /v1/blocks/row-3/children":
+			_, _ = w.Write([]byte(`{"results":[` + para("r3", "Roll out the Notion connector.", false) + `],"has_more":false}`))
 		default:
 			w.WriteHeader(http.StatusNotFound)
 		}
@@ -211,11 +264,42 @@ func TestNotionConnector(t *testing.T) {
 		t.Fatalf("create: %s", b)
 	}
 	r := c.Do("POST", "/api/knowledge/databases/"+kbID+"/query-test", map[string]any{"query": "what ships in version 2"})
-	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"content":"Release notes\nVersion 2 ships connectors."`) ||
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"content":"Release notes\nVersion 2 ships connectors.\nDetails\nNested: Notion data sources.\nDepth three.\nArchive\nUpgrade with care."`) ||
 		!strings.Contains(string(r.Body), `"source":"Release notes"`) {
 		t.Fatalf("query-test: %d %s", r.Status, r.Body)
 	}
 	if up := c.Upload(kbID, "a.md", []byte("# a\n")); up.Status != http.StatusUnprocessableEntity || up.Code() != "kb_read_only" {
 		t.Fatalf("upload: %d %s", up.Status, up.Body)
+	}
+
+	// A data source (and a database, through its data sources): every
+	// result page read, the page naming the query's words ranked first.
+	for _, src := range []map[string]any{{"data_source_id": "ds-1"}, {"notion_database_id": "db-1"}} {
+		mu.Lock()
+		dsQueries = nil
+		mu.Unlock()
+		params := map[string]any{"notion_api_url": notion.URL, "notion_token": "secret_notion", "notion_version": "2025-09-03"}
+		for k, v := range src {
+			params[k] = v
+		}
+		kb := c.OK("POST", "/api/knowledge/databases", map[string]any{"database_name": fmt.Sprint("Notion tasks ", src), "kb_type": "notion", "additional_params": params})
+		id, _ := kb["kb_id"].(string)
+		var res []struct {
+			Content  string         `json:"content"`
+			Metadata map[string]any `json:"metadata"`
+		}
+		r := c.Do("POST", "/api/knowledge/databases/"+id+"/query-test", map[string]any{"query": "deploy the connectors", "meta": map[string]any{"final_top_k": 2}})
+		if r.Status != http.StatusOK {
+			t.Fatalf("query-test %v: %d %s", src, r.Status, r.Body)
+		}
+		r.Decode(t, &res)
+		if len(res) != 2 || res[0].Content != "Deploy connectors\nRoll out the Notion connector." || res[1].Content != "Buy milk" {
+			t.Fatalf("data-source query %v: %s", src, r.Body)
+		}
+		mu.Lock()
+		if len(dsQueries) != 2 || dsQueries[0]["page_size"] != 100.0 || dsQueries[1]["start_cursor"] != "q2" {
+			t.Fatalf("data-source queries %v: %v", src, dsQueries)
+		}
+		mu.Unlock()
 	}
 }

@@ -3,6 +3,7 @@ package testkit
 import (
 	"encoding/json"
 	"regexp"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -60,6 +61,12 @@ func ExtractGraph(text string) map[string]any {
 // "extract", the spec "fake:extract") with ExtractGraph of the chunk text,
 // and counts them in calls (may be nil). Other models answer "?".
 func ScriptedExtractor(s *llmtest.Server, calls *atomic.Int64) {
+	ScriptedExtractorWith(s, calls, ExtractGraph)
+}
+
+// ScriptedExtractorWith is ScriptedExtractor with another deterministic
+// annotator (chunk text → {"entities", "relations"}).
+func ScriptedExtractorWith(s *llmtest.Server, calls *atomic.Int64, annotate func(text string) map[string]any) {
 	s.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
 		if req.Model != "extract" {
 			return llmtest.Text("?")
@@ -71,7 +78,7 @@ func ScriptedExtractor(s *llmtest.Server, calls *atomic.Int64) {
 		if i := strings.Index(msg, "Text:\n"); i >= 0 {
 			msg = msg[i+len("Text:\n"):]
 		}
-		b, _ := json.Marshal(ExtractGraph(msg))
+		b, _ := json.Marshal(annotate(msg))
 		return llmtest.Text(string(b))
 	})
 }
@@ -103,4 +110,73 @@ func (c *Client) SubgraphNames(t testing.TB, kbID string) map[string]bool {
 		out[n.(map[string]any)["labels"].([]any)[0].(string)] = true
 	}
 	return out
+}
+
+// DictionaryAnnotator is a deterministic annotator over a fixed dictionary:
+// every term that occurs in the text as a whole word (not inside a longer
+// run of letters, digits, '_', '-', '.' or '/') is an entity of type
+// "Term", and every two terms of one text are linked by "co_mentioned"
+// (the first maxPair terms of the text in order of first occurrence, so a
+// long list does not make the pairs quadratic). Terms are matched
+// case-sensitively, longest first at each position.
+func DictionaryAnnotator(terms []string, maxPair int) func(text string) map[string]any {
+	byLen := append([]string(nil), terms...)
+	sort.SliceStable(byLen, func(i, j int) bool { return len(byLen[i]) > len(byLen[j]) })
+	return func(text string) map[string]any {
+		found := DictionaryTerms(byLen, text)
+		ents := []map[string]any{}
+		rels := []map[string]any{}
+		for _, t := range found {
+			ents = append(ents, map[string]any{"name": t, "type": "Term"})
+		}
+		if len(found) > maxPair {
+			found = found[:maxPair]
+		}
+		for i := range found {
+			for j := i + 1; j < len(found); j++ {
+				rels = append(rels, map[string]any{"source": found[i], "target": found[j], "type": "co_mentioned"})
+			}
+		}
+		return map[string]any{"entities": ents, "relations": rels}
+	}
+}
+
+// DictionaryTerms returns the terms (longest first is the caller's order)
+// that occur in text as whole words, in order of first occurrence.
+func DictionaryTerms(terms []string, text string) []string {
+	type hit struct {
+		at   int
+		term string
+	}
+	var hits []hit
+	taken := make([]bool, len(text))
+	for _, t := range terms {
+		for from := 0; ; {
+			i := strings.Index(text[from:], t)
+			if i < 0 {
+				break
+			}
+			i += from
+			from = i + 1
+			end := i + len(t)
+			if (i > 0 && termByte(text[i-1])) || (end < len(text) && termByte(text[end]) && !(text[end] == '.' && (end+1 == len(text) || !termByte(text[end+1])))) || taken[i] || taken[end-1] {
+				continue
+			}
+			for k := i; k < end; k++ {
+				taken[k] = true
+			}
+			hits = append(hits, hit{i, t})
+			break
+		}
+	}
+	sort.Slice(hits, func(i, j int) bool { return hits[i].at < hits[j].at })
+	out := make([]string, len(hits))
+	for i, h := range hits {
+		out[i] = h.term
+	}
+	return out
+}
+
+func termByte(b byte) bool {
+	return b == '_' || b == '-' || b == '.' || b == '/' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
 }
