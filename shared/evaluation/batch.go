@@ -240,15 +240,10 @@ func (s *Service) commitBatch(ctx context.Context, r Run, f *inFlight, settle []
 			return err
 		}
 		committed = true
-		// One round trip for the batch's rows and the kept event's settlement.
+		// One round trip for the batch's rows (one statement) and the kept
+		// event's settlement.
 		var b pgx.Batch
-		for _, res := range f.out {
-			b.Queue(`INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
-				gold_answer, generated_answer, retrieved_chunks, metrics) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)
-				ON CONFLICT (run_id, item_index) DO NOTHING`,
-				r.RunID, res.item.ItemIndex, res.item.ItemID, res.item.Query, res.goldJSON, res.item.GoldAnswer, res.answer,
-				res.retrievedJSON, res.metricsJSON)
-		}
+		queueItems(&b, r.RunID, f.out)
 		outbox.QueueSettle(&b, settle)
 		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
 			return err
@@ -269,6 +264,28 @@ func (s *Service) commitBatch(ctx context.Context, r Run, f *inFlight, settle []
 		rows = nil
 	}
 	return rows, committed, nil
+}
+
+// queueItems queues the insert of a batch's item rows as one statement:
+// one row per element of its arrays (the JSON columns as text, cast by the
+// server).
+func queueItems(b *pgx.Batch, runID string, out []itemResult) {
+	n := len(out)
+	idx := make([]int32, n)
+	ids, queries := make([]string, n), make([]string, n)
+	gold, retrieved, metrics := make([]string, n), make([]string, n), make([]string, n)
+	goldAnswers, answers := make([]*string, n), make([]*string, n)
+	for i, res := range out {
+		idx[i], ids[i], queries[i] = int32(res.item.ItemIndex), res.item.ItemID, res.item.Query
+		gold[i], retrieved[i], metrics[i] = string(res.goldJSON), string(res.retrievedJSON), string(res.metricsJSON)
+		goldAnswers[i], answers[i] = res.item.GoldAnswer, res.answer
+	}
+	b.Queue(`INSERT INTO evaluation_run_items (run_id, item_index, dataset_item_id, query_text, gold_chunk_ids,
+		gold_answer, generated_answer, retrieved_chunks, metrics)
+		SELECT $1::text, i, d, q, g::jsonb, ga, a, rc::jsonb, m::jsonb
+		FROM unnest($2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[]) AS u(i, d, q, g, ga, a, rc, m)
+		ON CONFLICT (run_id, item_index) DO NOTHING`,
+		runID, idx, ids, queries, gold, goldAnswers, answers, retrieved, metrics)
 }
 
 // failRun ends a run as failed with metrics {error}, as the original.

@@ -155,7 +155,11 @@ func (s *Service) StartRun(ctx context.Context, sub access.Subject, kbID string,
 	if err != nil {
 		return "", err
 	}
-	return s.startRun(ctx, kbID, in.DatasetID, in.Name, cfg, sub.UID, nil)
+	d, err := s.dataset(ctx, nil, in.DatasetID, kbID)
+	if err != nil {
+		return "", err
+	}
+	return s.startRun(ctx, kbID, d, in.Name, cfg, sub.UID, nil)
 }
 
 // fireAt is the schedule and due time a scheduled run is started for.
@@ -164,16 +168,13 @@ type fireAt struct {
 	due        time.Time
 }
 
-// startRun creates the run of dataset datasetID (of kbID) with cfg and its
-// first batch's event in one statement: one round trip, its own
-// transaction. With fire, the schedule's fire row (schedule, due time) is
-// written by the same statement and guards it: a due time fired already
-// starts nothing ("" and no error), however many ticks race for it.
-func (s *Service) startRun(ctx context.Context, kbID, datasetID string, name *string, cfg RunConfig, createdBy string, fire *fireAt) (string, error) {
-	d, err := s.dataset(ctx, nil, datasetID, kbID)
-	if err != nil {
-		return "", err
-	}
+// startRun creates the run of dataset d (of kbID, as read by the caller)
+// with cfg and its first batch's event in one statement: one round trip,
+// its own transaction. With fire, the schedule's fire row (schedule, due
+// time) is written by the same statement and guards it: a due time fired
+// already starts nothing ("" and no error), however many ticks race for it.
+func (s *Service) startRun(ctx context.Context, kbID string, d Dataset, name *string, cfg RunConfig, createdBy string, fire *fireAt) (string, error) {
+	datasetID := d.DatasetID
 	if !d.Ready() {
 		return "", ErrDatasetNotReady
 	}

@@ -404,23 +404,34 @@ func (s *Service) Tick(ctx context.Context, at time.Time) ([]string, error) {
 }
 
 // fire starts sc's run for due unless it was started already: two reads
-// (the KB's retrieval options, under the schedule's model_config, and the
-// dataset) and one statement writing the fire row, the run and its first
-// batch's event (startRun).
+// at once (the KB's retrieval options, under the schedule's model_config,
+// and the dataset: one round trip's wait) and one statement writing the
+// fire row, the run and its first batch's event (startRun).
 func (s *Service) fire(ctx context.Context, sc Schedule, due time.Time) (string, error) {
 	if sc.SuiteID != "" {
 		return s.fireSuite(ctx, sc, due)
 	}
+	var d Dataset
+	var dErr error
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		d, dErr = s.dataset(ctx, nil, sc.DatasetID, sc.KBID)
+	}()
 	k, err := s.kbs.Load(ctx, sc.KBID)
+	<-read
 	if err != nil {
 		return "", err
+	}
+	if dErr != nil {
+		return "", dErr
 	}
 	cfg, err := ResolveConfig(k, sc.ModelConfig)
 	if err != nil {
 		return "", err
 	}
 	name := fmt.Sprintf("%s %s", strings.TrimSpace(sc.Name+" scheduled"), due.UTC().Format(time.RFC3339))
-	return s.startRun(ctx, sc.KBID, sc.DatasetID, &name, cfg, sc.CreatedBy, &fireAt{scheduleID: sc.ScheduleID, due: due})
+	return s.startRun(ctx, sc.KBID, d, &name, cfg, sc.CreatedBy, &fireAt{scheduleID: sc.ScheduleID, due: due})
 }
 
 // gateTx applies the gate of the schedule that started RAG run r, if any.
