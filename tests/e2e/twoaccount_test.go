@@ -871,6 +871,7 @@ func TestTwoAccountSuite(t *testing.T) {
 			{"POST", mcpBase + "/tools/refresh", nil, `"tool_count":2`},
 			{"PUT", mcpBase + "/tools/add/toggle", nil, `"success":true`},
 			{"PUT", mcpBase + "/tools/add/toggle", nil, `"success":true`},
+			{"POST", mcpBase + "/tools/add/call", map[string]any{"arguments": map[string]any{"a": 2, "b": 3}}, `"text":"The sum of 2 and 3 is 5."`},
 			{"PUT", mcpBase + "/status", map[string]any{"enabled": false}, `"enabled":false`},
 			{"PUT", mcpBase + "/status", map[string]any{"enabled": true}, `"enabled":true`},
 			{"PUT", mcpBase, map[string]any{"description": "set by " + b.name}, `"description":"set by ` + b.name + `"`},
