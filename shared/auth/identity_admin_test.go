@@ -114,6 +114,22 @@ func TestUserManagementStaysInTheDepartment(t *testing.T) {
 	wantCode(t, err, failure.KindForbidden, "user_forbidden")
 	_, err = f.svc.UpdateUser(ctx, root, opsAdmin.UserID, auth.UserUpdate{DepartmentID: ptr(sales.ID)})
 	wantCode(t, err, failure.KindUnprocessable, "last_department_admin")
+	// Roles: a superadmin's change (user ↔ admin); an admin may not, the only
+	// admin of a department is not demoted, and a superadmin stays one.
+	_, err = f.svc.UpdateUser(ctx, salesAdmin, clerk.UserID, auth.UserUpdate{Role: ptr(auth.RoleAdmin)})
+	wantCode(t, err, failure.KindForbidden, "role_forbidden")
+	_, err = f.svc.UpdateUser(ctx, root, clerk.UserID, auth.UserUpdate{Role: ptr(auth.RoleSuperadmin)})
+	wantCode(t, err, failure.KindUnprocessable, "invalid_role")
+	_, err = f.svc.UpdateUser(ctx, root, opsAdmin.UserID, auth.UserUpdate{Role: ptr(auth.RoleUser)})
+	wantCode(t, err, failure.KindUnprocessable, "last_department_admin")
+	_, err = f.svc.UpdateUser(ctx, root, root.UserID, auth.UserUpdate{Role: ptr(auth.RoleAdmin)})
+	wantCode(t, err, failure.KindForbidden, "user_forbidden")
+	if u, err := f.svc.UpdateUser(ctx, root, clerk.UserID, auth.UserUpdate{Role: ptr(auth.RoleAdmin)}); err != nil || u.Role != auth.RoleAdmin {
+		t.Fatalf("promote the clerk: %v %+v", err, u)
+	}
+	if u, err := f.svc.UpdateUser(ctx, root, clerk.UserID, auth.UserUpdate{Role: ptr(auth.RoleUser)}); err != nil || u.Role != auth.RoleUser {
+		t.Fatalf("demote the clerk: %v %+v", err, u)
+	}
 	err = f.svc.DeleteUser(ctx, root, root.UserID)
 	wantCode(t, err, failure.KindForbidden, "user_forbidden")
 	// Access options follow the department.

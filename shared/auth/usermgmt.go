@@ -31,6 +31,9 @@ type UserUpdate struct {
 	PhoneNumber  *string `json:"phone_number"`
 	Avatar       *string `json:"avatar"`
 	DepartmentID *int64  `json:"department_id"`
+	// Role is user or admin; only a superadmin changes it (never a
+	// superadmin's own).
+	Role *string `json:"role"`
 }
 
 // ProfileUpdate is a user's change to their own profile.
@@ -133,8 +136,17 @@ func (s *Service) GetUser(ctx context.Context, actor Principal, id int64) (User,
 // UpdateUser changes a user, with the original's ceilings: an admin changes
 // only plain users of its own department and never their department; only a
 // superadmin changes a superadmin; a department's only admin cannot be moved
-// out of it. A new password revokes the user's sessions.
+// out of it nor demoted; only a superadmin changes a role (user or admin).
+// A new password revokes the user's sessions.
 func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in UserUpdate) (User, error) {
+	if in.Role != nil {
+		if *in.Role != RoleUser && *in.Role != RoleAdmin {
+			return User{}, failure.Unprocessable("invalid_role", "role must be user or admin")
+		}
+		if !actor.IsSuperadmin() {
+			return User{}, failure.Forbidden("role_forbidden", "only a superadmin may change a role")
+		}
+	}
 	username, err := usernameUpdate(in.Username)
 	if err != nil {
 		return User{}, err
@@ -173,6 +185,23 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 				return err
 			}
 		}
+		role := u.Role
+		if in.Role != nil && *in.Role != u.Role {
+			if u.Role == RoleSuperadmin {
+				return failure.Forbidden("user_forbidden", "a superadmin's role cannot change")
+			}
+			if u.Role == RoleAdmin && u.DepartmentID != nil {
+				var others int
+				if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE department_id = $1 AND role = 'admin'
+					AND NOT is_deleted AND id <> $2`, *u.DepartmentID, id).Scan(&others); err != nil {
+					return err
+				}
+				if others == 0 {
+					return failure.Unprocessable("last_department_admin", "the user is the only admin of its department")
+				}
+			}
+			role = *in.Role
+		}
 		dept := u.DepartmentID
 		if in.DepartmentID != nil && (u.DepartmentID == nil || *in.DepartmentID != *u.DepartmentID) {
 			if !actor.IsSuperadmin() {
@@ -200,8 +229,8 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 		_, err = tx.Exec(ctx, `UPDATE users SET username = COALESCE($2, username), password_hash = COALESCE($3, password_hash),
 			phone_number = CASE WHEN $4::text IS NULL THEN phone_number ELSE NULLIF($4, '') END,
 			avatar = CASE WHEN $5::text IS NULL THEN avatar ELSE NULLIF($5, '') END,
-			department_id = $6, token_version = token_version + CASE WHEN $3::text IS NULL THEN 0 ELSE 1 END,
-			updated_at = now() WHERE id = $1`, id, username, hash, phone, in.Avatar, dept)
+			department_id = $6, role = $7, token_version = token_version + CASE WHEN $3::text IS NULL THEN 0 ELSE 1 END,
+			updated_at = now() WHERE id = $1`, id, username, hash, phone, in.Avatar, dept, role)
 		return userConflict(err, u.UID)
 	})
 	if err != nil {

@@ -1,10 +1,12 @@
 package intake
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/yuxi-serverless/yuxi/shared/auth"
 	"github.com/yuxi-serverless/yuxi/shared/failure"
@@ -26,6 +28,9 @@ func (s *Server) mcpRoutes() []Route {
 		{"GET", "/api/system/mcp-servers/{slug}/tools", Admin, NoCheck, s.mcpServerTools},
 		{"POST", "/api/system/mcp-servers/{slug}/tools/refresh", Admin, NoCheck, s.refreshMCPServerTools},
 		{"PUT", "/api/system/mcp-servers/{slug}/tools/{tool_name}/toggle", Admin, NoCheck, s.toggleMCPServerTool},
+		// Beyond the original: an admin's test call of one tool (the web UI's
+		// "Test" in the MCP screen), whether or not the tool is switched off.
+		{"POST", "/api/system/mcp-servers/{slug}/tools/{tool_name}/call", Admin, NoCheck, s.callMCPServerTool},
 	}
 }
 
@@ -202,5 +207,43 @@ func (s *Server) toggleMCPServerTool(w http.ResponseWriter, r *http.Request, p a
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"success": true, "tool_name": name, "enabled": enabled,
 		"message": fmt.Sprintf("tool %q %s", name, map[bool]string{true: "enabled", false: "disabled"}[enabled])})
+	return nil
+}
+
+// mcpCallTimeout bounds an admin's test call of an MCP tool.
+const mcpCallTimeout = 60 * time.Second
+
+// callMCPServerTool calls one tool with {"arguments": {...}} and answers its
+// text and is_error (the tool's own failure is a result, not an error). A
+// tool the server does not list is 404 mcp_tool_not_found; a server that
+// cannot be reached or refuses the call is 422 mcp_call_failed.
+func (s *Server) callMCPServerTool(w http.ResponseWriter, r *http.Request, p auth.Principal) error {
+	var in struct {
+		Arguments map[string]any `json:"arguments"`
+	}
+	if err := decodeJSON(w, r, s.d.MaxBodyBytes, &in); err != nil {
+		return err
+	}
+	sv, defs, err := s.mcpFetch(r, false)
+	if err != nil {
+		return err
+	}
+	name := r.PathValue("tool_name")
+	if !slices.ContainsFunc(defs, func(d mcp.ToolDef) bool { return d.Name == name }) {
+		return failure.NotFound("mcp_tool_not_found", "MCP server %q has no tool %q", sv.Slug, name)
+	}
+	if in.Arguments == nil {
+		in.Arguments = map[string]any{}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), mcpCallTimeout)
+	defer cancel()
+	started := time.Now()
+	res, err := s.d.MCP.Pool().CallTool(ctx, sv, name, in.Arguments)
+	if err != nil {
+		return failure.Unprocessable("mcp_call_failed", "MCP tool %q of %q: %v", name, sv.Slug, err)
+	}
+	s.log.Info("mcp tool test call", "slug", sv.Slug, "tool", name, "user_id", p.UserID, "is_error", res.IsError)
+	writeJSON(w, http.StatusOK, map[string]any{"success": true, "tool_name": name, "is_error": res.IsError, "text": res.Text,
+		"duration_ms": time.Since(started).Milliseconds()})
 	return nil
 }
