@@ -62,14 +62,21 @@ type mentionRanker interface {
 
 // RankChunks implements kb.GraphRanker.
 func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
-	// The three seed sources are independent: asked at once, they cost
-	// the slowest one instead of their sum.
+	return g.StartRanking(ctx, kbID, query, opt)(hits)
+}
+
+var _ kb.GraphStarter = (*Retrieval)(nil)
+
+// StartRanking implements kb.GraphStarter: the query's seeds (entities it
+// names, entities recalled by vector) are looked up at once, concurrently,
+// while the caller runs its base search; the returned function adds the
+// entities of the top hits and ranks.
+func (g *Retrieval) StartRanking(ctx context.Context, kbID, query string, opt kb.GraphQuery) func(hits []string) ([]kb.GraphHit, error) {
 	var (
-		wg                     sync.WaitGroup
-		named                  []Entity
-		recalled               map[string]float64
-		byChunk                map[string][]string
-		namedErr, recErr, hErr error
+		wg               sync.WaitGroup
+		named            []Entity
+		recalled         map[string]float64
+		namedErr, recErr error
 	)
 	wg.Add(2)
 	go func() {
@@ -80,16 +87,29 @@ func (g *Retrieval) RankChunks(ctx context.Context, kbID, query string, hits []s
 		defer wg.Done()
 		recalled, recErr = g.recallByVector(ctx, kbID, query, opt.EntityTopK)
 	}()
-	if len(hits) > 0 {
-		byChunk, hErr = g.engine.ChunkEntities(ctx, kbID, hits)
-		if hErr != nil {
-			hErr = fmt.Errorf("entities of top hits: %w", hErr)
+	return func(hits []string) ([]kb.GraphHit, error) {
+		// The entities of the top hits, while the query's seeds may still
+		// be on their way: the three sources cost the slowest one.
+		var byChunk map[string][]string
+		var hErr error
+		if len(hits) > 0 {
+			byChunk, hErr = g.engine.ChunkEntities(ctx, kbID, hits)
+			if hErr != nil {
+				hErr = fmt.Errorf("entities of top hits: %w", hErr)
+			}
 		}
+		wg.Wait()
+		if err := errors.Join(namedErr, recErr, hErr); err != nil {
+			return nil, err
+		}
+		return g.rank(ctx, kbID, named, recalled, byChunk, opt)
 	}
-	wg.Wait()
-	if err := errors.Join(namedErr, recErr, hErr); err != nil {
-		return nil, err
-	}
+}
+
+// rank ranks chunks from the seeds: the entities the query names, those
+// recalled by vector (entity id → weight) and those of the top hits (chunk
+// id → entity ids).
+func (g *Retrieval) rank(ctx context.Context, kbID string, named []Entity, recalled map[string]float64, byChunk map[string][]string, opt kb.GraphQuery) ([]kb.GraphHit, error) {
 	seeds := map[string]float64{}
 	for _, e := range named {
 		seeds[e.ID] += queryEntityWeight

@@ -42,6 +42,16 @@ type GraphRanker interface {
 	RankChunks(ctx context.Context, kbID, query string, hits []string, opt GraphQuery) ([]GraphHit, error)
 }
 
+// GraphStarter is a GraphRanker that can start on the query alone while
+// the base search runs (the seeds the query names need no hit), so that a
+// graph-augmented query pays max(base, query seeds) + the rest of the
+// graph, not their sum. StartRanking returns RankChunks for the same
+// query and options, waiting for what it started; it may be called once
+// (or not at all: what was started ends with ctx or by itself).
+type GraphStarter interface {
+	StartRanking(ctx context.Context, kbID, query string, opt GraphQuery) func(hits []string) ([]GraphHit, error)
+}
+
 // GraphQuery is the graph part of the retrieval options.
 type GraphQuery struct {
 	EntityTopK, Depth, MaxNodes, TopK int
@@ -143,6 +153,19 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	if (opt.SearchMode == "hybrid" || opt.UseGraph) && opt.RecallTopK > recall {
 		recall = opt.RecallTopK
 	}
+	// The graph starts on the query while the base search runs; its
+	// context ends with this query's.
+	var rankGraph func(hits []string) ([]GraphHit, error)
+	if opt.UseGraph && r.graph != nil {
+		gq := opt.graphQuery()
+		if gs, ok := r.graph.(GraphStarter); ok {
+			gctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			rankGraph = gs.StartRanking(gctx, k.KBID, query, gq)
+		} else {
+			rankGraph = func(hits []string) ([]GraphHit, error) { return r.graph.RankChunks(ctx, k.KBID, query, hits, gq) }
+		}
+	}
 	var vec, kw []scored
 	var err error
 	if opt.SearchMode != "keyword" {
@@ -187,8 +210,8 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	if len(ranked) > recall {
 		ranked = ranked[:recall]
 	}
-	if opt.UseGraph && r.graph != nil {
-		if ranked, err = r.withGraph(ctx, k.KBID, query, ranked, opt, allow); err != nil {
+	if rankGraph != nil {
+		if ranked, err = withGraph(rankGraph, ranked, opt, allow); err != nil {
 			return nil, err
 		}
 	}
@@ -221,6 +244,12 @@ type fused struct {
 	sources      []string // the lists that found it: "base", "graph"
 }
 
+// graphQuery is the graph part of opt.
+func (opt Retrieval) graphQuery() GraphQuery {
+	return GraphQuery{EntityTopK: opt.GraphEntityTopK, Depth: opt.GraphDepth,
+		MaxNodes: opt.GraphMaxNodes, TopK: opt.GraphTopK, Damping: opt.PPRDamping}
+}
+
 // graphSeedHits is how many of the top chunk hits lend their entities to the
 // graph's seeds.
 const graphSeedHits = 10
@@ -229,7 +258,7 @@ const graphSeedHits = 10
 // fusion (Cormack et al. 2009; the original's score += weight/(60+rank), base
 // weight 1, graph graph_weight). allow (may be nil) filters graph chunks as
 // the base search was filtered.
-func (r *Retriever) withGraph(ctx context.Context, kbID, query string, base []fused, opt Retrieval, allow func(string) bool) ([]fused, error) {
+func withGraph(rankGraph func(hits []string) ([]GraphHit, error), base []fused, opt Retrieval, allow func(string) bool) ([]fused, error) {
 	hits := make([]string, 0, graphSeedHits)
 	for _, f := range base {
 		if len(hits) == graphSeedHits {
@@ -237,8 +266,7 @@ func (r *Retriever) withGraph(ctx context.Context, kbID, query string, base []fu
 		}
 		hits = append(hits, f.id)
 	}
-	g, err := r.graph.RankChunks(ctx, kbID, query, hits, GraphQuery{EntityTopK: opt.GraphEntityTopK, Depth: opt.GraphDepth,
-		MaxNodes: opt.GraphMaxNodes, TopK: opt.GraphTopK, Damping: opt.PPRDamping})
+	g, err := rankGraph(hits)
 	if err != nil {
 		return nil, fmt.Errorf("graph retrieval: %w", err)
 	}
