@@ -13,6 +13,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
 	"github.com/yuxi-serverless/yuxi/shared/kbtool/kbspec"
 	"github.com/yuxi-serverless/yuxi/shared/sandboxtool"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 )
 
 func main() {
@@ -22,6 +23,7 @@ func main() {
 		specs := kbspec.All()
 		if cfg.SandboxURL != "" {
 			specs = append(specs, sandboxtool.Specs()...)
+			specs = append(specs, skill.InstallTool{}.Spec())
 		}
 		kit := chat.Open(core, chat.Offered(specs...)...)
 		router := core.Router("agent-step")

@@ -22,7 +22,7 @@ func main() {
 		kit := chat.Open(core, know.Tools()...)
 		router := core.Router("dispatcher")
 		dispatcher.New(kit.Runs, kit.Queue, core.Relay,
-			dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: know.FileSweeper(), Subagents: kit.Subagents}, core.Log).Register(router)
+			dispatcher.Config{Sweep: runs.SweepConfig{Stale: cfg.SweepStale}, Crash: cfg.Crasher(), Files: know.FileSweeper(), Subagents: kit.Subagents, Budgets: kit.Budgets}, core.Log).Register(router)
 		return bootstrap.Served{Router: router}, nil
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/parser"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/sandboxes"
+	"github.com/yuxi-serverless/yuxi/shared/skill"
 )
 
 func main() {
@@ -26,7 +27,12 @@ func main() {
 		if err != nil {
 			return bootstrap.Served{}, err
 		}
+		var runs skill.Runs // bound below, before anything runs
+		if sandboxTools != nil {
+			sandboxTools = append(sandboxTools, skill.InstallTool{Bind: func() (*skill.Service, skill.Runs) { return skills, runs }})
+		}
 		kit := chat.Open(core, append(know.Tools(), sandboxTools...)...)
+		runs = kit.Runs
 		router := core.Router("tool-invoke")
 		toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: cfg.Crasher(), RunTools: mcps, Skills: skills.Gate(),
 			Offload: sandboxes.LargeResults(core, know.Blob), LargeResultTokens: cfg.LargeToolResultTokens}, core.Log).Register(router)

@@ -123,6 +123,8 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	}
 	var more []tool.Tool
 	var skillFiles *skill.Materializer // set below, before anything runs
+	var installSkills *skill.Service   // set below, before anything runs
+	var installRuns skill.Runs         // set below, before anything runs
 	if o.sandbox != nil {
 		sc := o.sandboxCfg
 		sc.Env = usersettings.New(core.Pool, nil).EnvForUID // reads agent_envs only
@@ -132,6 +134,9 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 			sc.Parse, sc.OCREngine = parser.Markdown(docParser), cfg.OCREngine
 		}
 		more = sandboxtool.New(o.sandbox, sc)
+		// install_skill: the skills service and the runs are bound below,
+		// before anything runs.
+		more = append(more, skill.InstallTool{Bind: func() (*skill.Service, skill.Runs) { return installSkills, installRuns }})
 	}
 	var outputs kbtool.Outputs
 	if o.sandbox != nil {
@@ -157,6 +162,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	skills := mcplayer.Skills(ctx, core, k.Blob, kit.Tools, mcps, o.sandbox, true)
 	if o.sandbox != nil {
 		skillFiles = skills.Materializer(o.sandbox)
+		installSkills, installRuns = skills, kit.Runs
 	}
 	stepCfg := agentstep.Config{WorkerID: cfg.WorkerID, Lease: cfg.StepLease, Crash: crash, RunTools: mcps, Summaries: kit.Summaries, Skills: skills.Gate(), Guard: kit.Guard, Budgets: kit.Budgets, Steers: kit.Queue}
 	if o.sandbox != nil {
@@ -173,7 +179,7 @@ func New(ctx context.Context, cfg bootstrap.Config, opts ...Option) (*Platform, 
 	tools := toolinvoke.New(kit.Runs, kit.Tools, core.Stream, toolinvoke.Config{Timeout: cfg.ToolTimeout, Crash: crash, RunTools: mcps, Skills: skills.Gate(),
 		Offload: large, LargeResultTokens: cfg.LargeToolResultTokens}, core.Log)
 	disp := dispatcher.New(kit.Runs, kit.Queue, core.Relay, dispatcher.Config{
-		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents}, core.Log)
+		Sweep: run.SweepConfig{Stale: cfg.SweepStale}, Crash: crash, Files: k.FileSweeper(), Subagents: kit.Subagents, Budgets: kit.Budgets}, core.Log)
 	parse := parsedoc.New(k.KBs, core.Outbox, k.Blob, k.Buckets, docParser, k.Keyword, k.Vectors, core.Stream,
 		parsedoc.Config{Lease: cfg.FileLease, Crash: crash}, core.Log)
 	index := indexdoc.New(k.KBs, core.Outbox, k.Blob, k.Keyword, k.Vectors, k.Models, core.Stream,

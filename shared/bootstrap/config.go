@@ -92,8 +92,13 @@ type Config struct {
 
 	Environ []string // for the model providers (YUXI_PROVIDER_*, *_API_KEY, YUXI_DEFAULT_MODEL)
 
-	StepLease   time.Duration // YUXI_STEP_LEASE (default 60s)
-	OutboxClaim time.Duration // YUXI_OUTBOX_CLAIM (default 30s)
+	StepLease time.Duration // YUXI_STEP_LEASE (default 60s)
+	// Token budgets (shared/budget): the output cap (max_tokens) of a model
+	// call under a budget, and the least a call reserves (0: its estimated
+	// input + the cap).
+	TokenBudgetMaxOutput   int64         // YUXI_TOKEN_BUDGET_MAX_OUTPUT (default 8192)
+	TokenBudgetCallCeiling int64         // YUXI_TOKEN_BUDGET_CALL_CEILING (default 0)
+	OutboxClaim            time.Duration // YUXI_OUTBOX_CLAIM (default 30s)
 	// OutboxRetention (YUXI_OUTBOX_RETENTION, default 24h): published outbox
 	// rows older than this are deleted by the sweep. OutboxKeyRetention
 	// (YUXI_OUTBOX_KEY_RETENTION, default 168h): how long the dedupe keys that
@@ -330,6 +335,20 @@ func Load(getenv func(string) string, environ []string, defaultPort string) (Con
 			return c, fmt.Errorf("SANDBOX_EXEC_TIMEOUT_SECONDS=%q: want a positive number of seconds", v)
 		}
 		c.SandboxExecTimeout = time.Duration(n) * time.Second
+	}
+	c.TokenBudgetMaxOutput = 8192
+	for _, v := range []struct {
+		env string
+		dst *int64
+		min int64
+	}{{"YUXI_TOKEN_BUDGET_MAX_OUTPUT", &c.TokenBudgetMaxOutput, 1}, {"YUXI_TOKEN_BUDGET_CALL_CEILING", &c.TokenBudgetCallCeiling, 0}} {
+		if s := getenv(v.env); s != "" {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil || n < v.min {
+				return c, fmt.Errorf("%s=%q: want a number of tokens ≥ %d", v.env, s, v.min)
+			}
+			*v.dst = n
+		}
 	}
 	c.LargeToolResultTokens = 20000
 	if v := getenv("YUXI_LARGE_TOOL_RESULT_TOKENS"); v != "" {

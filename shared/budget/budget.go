@@ -2,16 +2,29 @@
 // each model call. It owns the tables token_budgets and
 // token_budget_reservations.
 //
-// A model call is admitted by Reserve and charged by Settle. Admission is
-// one transaction holding the budget rows' locks: a budget with nothing
-// left refuses (Exhausted); otherwise the call reserves the largest call
-// seen on that budget (or, before any call was seen, all that is left) and
-// is admitted when that fits beside the other unsettled reservations — or
-// when it is the only call in flight. A call that would not fit while others
-// are in flight waits (Busy) for them to settle. So concurrent runs
-// overspend a budget by at most one call (the one admitted alone into the
-// remainder), provided no call is larger than every call before it.
-// Reservations carry a lease: a crashed step's reservation expires. Every
+// A model call is admitted by Reserve and charged by Settle. A call
+// reserves its own bound: its estimated input plus the output cap it is
+// sent with (max_tokens = MaxOutput), or the configured per-call ceiling
+// when larger. Admission is one transaction holding the budget rows' locks:
+// a budget with nothing left refuses (Exhausted); otherwise the call is
+// admitted when its reservation fits beside the other unsettled
+// reservations — or when it is the only call in flight. A call that would
+// not fit while others are in flight waits (Busy) for them to settle.
+//
+// The bound: while every call costs at most its reservation, a budget's
+// use never passes limit − 1 + R, R being the largest reservation of a call
+// admitted alone — calls admitted beside others fit in what is left, and
+// while a call admitted alone into a smaller remainder is in flight nothing
+// else is admitted. A call costs at most its reservation when the provider
+// honours max_tokens and counts no more input than estimated; a Ceiling of
+// at least the model's context window makes that hold whatever the
+// estimate (the provider refuses longer calls), at the price of admitting
+// one call at a time on budgets smaller than two ceilings.
+//
+// Settling is durable: a reservation stays until Settle drops it. One whose
+// lease ends unsettled (a crash between the call and Settle, or a failed
+// Settle) is charged at its reserved amount by the next admission on its
+// budget or by Sweep, and a late Settle then charges the difference. Every
 // model call is admitted on its own — the context summary of a step and
 // each try of its turn (a retried model call is admitted again) — and
 // counted.
@@ -74,17 +87,42 @@ type Budget struct {
 
 // Service is the budgets store.
 type Service struct {
-	pool  *pgxpool.Pool
-	lease time.Duration
+	pool   *pgxpool.Pool
+	lease  time.Duration
+	limits Limits
 }
 
+// Limits size a call's reservation.
+type Limits struct {
+	// MaxOutput is the output cap (max_tokens) of a call under a budget
+	// (0: DefaultMaxOutput).
+	MaxOutput int64
+	// Ceiling, when set, is the least a call reserves: set it to the
+	// largest context window of the models in use and a call can never
+	// cost more than it reserved, whatever the estimate of its input.
+	Ceiling int64
+}
+
+// DefaultMaxOutput is the output cap of a call under a budget when none is
+// configured.
+const DefaultMaxOutput = 8192
+
 // New returns the service; lease bounds how long an unsettled reservation
-// counts (0: 10 minutes).
+// holds before it is charged at its reserved amount (0: 10 minutes).
 func New(pool *pgxpool.Pool, lease time.Duration) *Service {
 	if lease <= 0 {
 		lease = 10 * time.Minute
 	}
-	return &Service{pool: pool, lease: lease}
+	return &Service{pool: pool, lease: lease, limits: Limits{MaxOutput: DefaultMaxOutput}}
+}
+
+// WithLimits sets how calls are sized (zero fields keep their defaults).
+func (s *Service) WithLimits(l Limits) *Service {
+	if l.MaxOutput <= 0 {
+		l.MaxOutput = DefaultMaxOutput
+	}
+	s.limits = Limits{MaxOutput: l.MaxOutput, Ceiling: max(l.Ceiling, 0)}
+	return s
 }
 
 // usedSQL is a budget row's use in its current window.
@@ -219,10 +257,23 @@ func (r Refusal) Error() string {
 	return fmt.Sprintf("the %s token budget of %q is exhausted (%d of %d tokens used)", r.Scope, r.Subject, r.Used, r.Limit)
 }
 
-// Reserve admits c, estimate being its approximate input size in tokens.
-// With no budget for c's user or agent it answers Unlimited after one read
-// (the common case costs one round trip). A repeated Reserve of the same
-// call replaces its reservation.
+// Reservation is the number of tokens a call reserves: its estimated input
+// plus the output cap it is sent with (MaxOutput), or the per-call ceiling
+// when that is larger.
+func (s *Service) Reservation(estimate int64) int64 {
+	return max(max(estimate, 0)+s.limits.MaxOutput, s.limits.Ceiling, 1)
+}
+
+// MaxOutput is the output cap (max_tokens) a call under a budget is sent
+// with, so that the provider stops it within its reservation.
+func (s *Service) MaxOutput() int64 { return s.limits.MaxOutput }
+
+// Reserve admits c, estimate being its approximate input size in tokens; an
+// admitted call must be sent with max_tokens = MaxOutput. With no budget
+// for c's user or agent it answers Unlimited after one read (the common
+// case costs one round trip). A repeated Reserve of the same call replaces
+// its reservation. Reservations of the budgets whose lease ended unsettled
+// are charged first (chargeStale).
 func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision, *Refusal, error) {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM token_budgets
@@ -232,6 +283,7 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 	if !exists {
 		return Unlimited, nil, nil
 	}
+	want := s.Reservation(estimate)
 	var dec Decision
 	var ref *Refusal
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
@@ -244,24 +296,23 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 			ORDER BY scope, subject FOR UPDATE`, c.UID, c.Agent); err != nil {
 			return err
 		}
-		rows, err := tx.Query(ctx, `SELECT b.scope, b.subject, b.limit_tokens, `+usedSQL+`, b.max_call_tokens,
+		if err := chargeStale(ctx, tx, `(r.scope = 'user' AND r.subject = $1) OR (r.scope = 'agent' AND r.subject = $2)`, c.UID, c.Agent); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT b.scope, b.subject, b.limit_tokens, `+usedSQL+`,
 				coalesce((SELECT sum(r.tokens) FROM token_budget_reservations r WHERE r.scope = b.scope AND r.subject = b.subject
-					AND r.expires_at > now() AND NOT (r.run_id = $3 AND r.step_no = $4 AND r.attempt = $5 AND r.call_no = $6)), 0)
+					AND r.charged_at IS NULL AND NOT (r.run_id = $3 AND r.step_no = $4 AND r.attempt = $5 AND r.call_no = $6)), 0)
 			FROM token_budgets b
 			WHERE (b.scope = 'user' AND b.subject = $1) OR (b.scope = 'agent' AND b.subject = $2)
 			ORDER BY b.scope, b.subject`, c.UID, c.Agent, c.RunID, c.StepNo, c.Attempt, c.CallNo)
 		if err != nil {
 			return err
 		}
-		type hold struct {
-			scope, subject string
-			tokens         int64
-		}
-		var holds []hold
+		var holds [][2]string
 		for rows.Next() {
 			var scope, subject string
-			var limit, used, maxCall, reserved int64
-			if err := rows.Scan(&scope, &subject, &limit, &used, &maxCall, &reserved); err != nil {
+			var limit, used, reserved int64
+			if err := rows.Scan(&scope, &subject, &limit, &used, &reserved); err != nil {
 				rows.Close()
 				return err
 			}
@@ -270,14 +321,12 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 				dec, ref = Exhausted, &Refusal{Scope: scope, Subject: subject, Limit: limit, Used: used}
 				continue
 			}
-			est := max(maxCall, estimate, 1)
-			if maxCall == 0 {
-				est = max(left, 1) // no call seen yet: its size is unknown, so it goes alone
-			}
-			if reserved > 0 && reserved+est > left && dec != Exhausted {
+			// It fits beside the calls in flight, or it goes alone: the one
+			// call that may overspend, by less than its reservation.
+			if reserved > 0 && reserved+want > left && dec != Exhausted {
 				dec = Busy
 			}
-			holds = append(holds, hold{scope, subject, est})
+			holds = append(holds, [2]string{scope, subject})
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -289,8 +338,9 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 		for _, h := range holds {
 			if _, err := tx.Exec(ctx, `INSERT INTO token_budget_reservations (run_id, step_no, attempt, call_no, scope, subject, tokens, expires_at)
 				VALUES ($1, $2, $3, $8, $4, $5, $6, now() + make_interval(secs => $7))
-				ON CONFLICT (run_id, step_no, attempt, call_no, scope, subject) DO UPDATE SET tokens = EXCLUDED.tokens, expires_at = EXCLUDED.expires_at`,
-				c.RunID, c.StepNo, c.Attempt, h.scope, h.subject, h.tokens, s.lease.Seconds(), c.CallNo); err != nil {
+				ON CONFLICT (run_id, step_no, attempt, call_no, scope, subject) DO UPDATE
+				SET tokens = EXCLUDED.tokens, expires_at = EXCLUDED.expires_at, charged_at = NULL`,
+				c.RunID, c.StepNo, c.Attempt, h[0], h[1], want, s.lease.Seconds(), c.CallNo); err != nil {
 				return err
 			}
 		}
@@ -299,26 +349,80 @@ func (s *Service) Reserve(ctx context.Context, c Call, estimate int64) (Decision
 	return dec, ref, err
 }
 
+// chargeStale charges, at their reserved amount, the reservations matching
+// where (over r, with args) whose lease ended unsettled, and keeps them
+// marked charged so that a late Settle charges only the difference; marked
+// rows older than a day are dropped. The caller holds the budget rows'
+// locks (or, in Sweep, takes them here in Reserve's order).
+func chargeStale(ctx context.Context, tx pgx.Tx, where string, args ...any) error {
+	_, err := tx.Exec(ctx, `WITH stale AS (
+			UPDATE token_budget_reservations r SET charged_at = now()
+			WHERE (`+where+`) AND r.charged_at IS NULL AND r.expires_at <= now()
+			RETURNING r.scope, r.subject, r.tokens),
+		per AS (SELECT scope, subject, sum(tokens) AS tokens FROM stale GROUP BY scope, subject)
+		UPDATE token_budgets b SET used_tokens = `+usedSQL+` + per.tokens, period_start = token_budget_window(b.period, b.period_start)
+		FROM per WHERE b.scope = per.scope AND b.subject = per.subject`, args...)
+	if err != nil {
+		return fmt.Errorf("charge stale reservations: %w", err)
+	}
+	_, err = tx.Exec(ctx, `DELETE FROM token_budget_reservations r WHERE (`+where+`) AND r.charged_at < now() - interval '1 day'`, args...)
+	return err
+}
+
+// Sweep charges every reservation whose lease ended unsettled (see
+// chargeStale), budget by budget; the dispatcher's recovery sweep calls it
+// so that a crashed call is charged even when no later call comes. It
+// returns how many budgets it touched.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT scope, subject FROM token_budget_reservations
+		WHERE charged_at IS NULL AND expires_at <= now() ORDER BY scope, subject`)
+	if err != nil {
+		return 0, err
+	}
+	keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([2]string, error) {
+		var k [2]string
+		return k, r.Scan(&k[0], &k[1])
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, k := range keys {
+		if err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM token_budgets WHERE scope = $1 AND subject = $2 FOR UPDATE`, k[0], k[1]); err != nil {
+				return err
+			}
+			return chargeStale(ctx, tx, `r.scope = $1 AND r.subject = $2`, k[0], k[1])
+		}); err != nil {
+			return 0, err
+		}
+	}
+	return len(keys), nil
+}
+
 // Settle charges c's tokens to its user's and agent's budgets and drops
 // its reservation, in one transaction (used 0: the call consumed nothing).
+// A reservation already charged as stale is charged only the difference;
+// one already settled (or never made) is not charged again, so Settle may
+// be retried.
 func (s *Service) Settle(ctx context.Context, c Call, used int64) error {
+	used = max(used, 0)
 	return postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `DELETE FROM token_budget_reservations WHERE run_id = $1 AND step_no = $2 AND attempt = $3 AND call_no = $4`,
-			c.RunID, c.StepNo, c.Attempt, c.CallNo); err != nil {
-			return err
-		}
-		if used <= 0 {
-			return nil
-		}
-		// The rows in Reserve's order, so that the two never deadlock.
+		// The budget rows first, in Reserve's order, so that Settle never
+		// deadlocks with an admission charging this call as stale.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM token_budgets WHERE (scope = 'user' AND subject = $1) OR (scope = 'agent' AND subject = $2)
 			ORDER BY scope, subject FOR UPDATE`, c.UID, c.Agent); err != nil {
 			return err
 		}
-		// A charge in a new window starts it (the old window's use is dropped).
-		_, err := tx.Exec(ctx, `UPDATE token_budgets SET used_tokens = `+usedSQL+` + $3, max_call_tokens = greatest(max_call_tokens, $3),
-			period_start = token_budget_window(period, period_start)
-			WHERE (scope = 'user' AND subject = $1) OR (scope = 'agent' AND subject = $2)`, c.UID, c.Agent, used)
+		// Each reservation row charges its own budget: used, less what a
+		// stale charge already counted. A budget set after the call was
+		// admitted has no row and is not charged.
+		_, err := tx.Exec(ctx, `WITH done AS (
+				DELETE FROM token_budget_reservations WHERE run_id = $1 AND step_no = $2 AND attempt = $3 AND call_no = $4
+				RETURNING scope, subject, CASE WHEN charged_at IS NULL THEN $5::bigint ELSE $5::bigint - tokens END AS delta)
+			UPDATE token_budgets b SET used_tokens = greatest(`+usedSQL+` + done.delta, 0),
+				period_start = token_budget_window(b.period, b.period_start)
+			FROM done WHERE b.scope = done.scope AND b.subject = done.subject AND done.delta <> 0`,
+			c.RunID, c.StepNo, c.Attempt, c.CallNo, used)
 		return err
 	})
 }

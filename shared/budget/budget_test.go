@@ -18,8 +18,8 @@ func TestConcurrentCallsOverspendByAtMostOneCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := pgtest.NewDatabase(t)
-	svc := budget.New(pool, time.Minute)
 	const limit, perCall, callers = 1000, 300, 12
+	svc := budget.New(pool, time.Minute).WithLimits(budget.Limits{MaxOutput: perCall - 10}) // each call costs its reservation
 	lim := int64(limit)
 	if _, err := svc.Set(ctx, "root", budget.Update{Scope: budget.ScopeUser, Subject: "u", LimitTokens: &lim}); err != nil {
 		t.Fatal(err)

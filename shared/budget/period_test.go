@@ -85,7 +85,7 @@ func TestEachModelCallOfAStepIsAdmittedAndSettled(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool, _ := pgtest.NewDatabase(t)
-	svc := budget.New(pool, time.Minute)
+	svc := budget.New(pool, time.Minute).WithLimits(budget.Limits{MaxOutput: 190}) // a call reserves 10 + 190
 	lim := int64(1000)
 	if _, err := svc.Set(ctx, "root", budget.Update{Scope: budget.ScopeUser, Subject: "u", LimitTokens: &lim}); err != nil {
 		t.Fatal(err)
@@ -93,7 +93,7 @@ func TestEachModelCallOfAStepIsAdmittedAndSettled(t *testing.T) {
 	base := budget.Call{RunID: "r", StepNo: 1, Attempt: 1, UID: "u", Agent: "a"}
 	calls := []budget.Call{base, base, base}
 	calls[0].CallNo, calls[1].CallNo, calls[2].CallNo = budget.CallSummary, budget.CallTurn, budget.CallTurn+1
-	// The first call alone (no size known yet), then the others beside it.
+	// The summary, settled; then the two tries, one beside the other.
 	for i, c := range calls {
 		if dec, _, err := svc.Reserve(ctx, c, 10); err != nil || dec != budget.Admitted {
 			t.Fatalf("call %d: %v %v", i, dec, err)

@@ -150,8 +150,9 @@ func Threshold(cfg agent.Summary) int { return cfg.ThresholdK * 1000 }
 
 // Summarise asks model for a summary of msgs (the L1 view of the older
 // part, after a previous summary if any), keeping at most the threshold's
-// tokens of input (the newest). Deltas are not streamed to anyone.
-func Summarise(ctx context.Context, model llm.ChatModel, modelID string, cfg agent.Summary, msgs []llm.Message) (string, llm.Usage, error) {
+// tokens of input (the newest), and asking for at most maxTokens of answer
+// (0: no cap). Deltas are not streamed to anyone.
+func Summarise(ctx context.Context, model llm.ChatModel, modelID string, cfg agent.Summary, msgs []llm.Message, maxTokens int64) (string, llm.Usage, error) {
 	var b strings.Builder
 	for _, m := range msgs {
 		switch m.Role {
@@ -174,7 +175,7 @@ func Summarise(ctx context.Context, model llm.ChatModel, modelID string, cfg age
 	resp, err := model.Stream(ctx, llm.Request{Model: modelID, Messages: []llm.Message{
 		{Role: llm.RoleSystem, Content: cfg.Prompt},
 		{Role: llm.RoleUser, Content: "Conversation to summarise:\n\n" + text},
-	}}, func(llm.Delta) error { return nil })
+	}, MaxTokens: maxTokens}, func(llm.Delta) error { return nil })
 	if err != nil {
 		return "", llm.Usage{}, err
 	}

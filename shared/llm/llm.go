@@ -64,6 +64,9 @@ type Request struct {
 	// the keys listed by ExtraBodyKeys are accepted; anything else makes
 	// Stream fail before any request is sent.
 	ExtraBody map[string]any
+	// MaxTokens, when positive, caps the answer (sent as max_tokens): a
+	// call under a token budget is sent with its reservation's output cap.
+	MaxTokens int64
 }
 
 // ToolCallDelta is a fragment of a tool call as streamed by the provider.

@@ -219,6 +219,9 @@ func (c *Client) params(req Request) (openai.ChatCompletionNewParams, error) {
 	}
 	p.Model = shared.ChatModel(req.Model)
 	p.StreamOptions.IncludeUsage = param.NewOpt(true)
+	if req.MaxTokens > 0 {
+		p.MaxTokens = param.NewOpt(req.MaxTokens)
+	}
 	for i, m := range req.Messages {
 		mp, err := messageParam(m)
 		if err != nil {

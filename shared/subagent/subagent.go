@@ -92,8 +92,8 @@ func New(d Deps) *Service {
 }
 
 // FilterSpecs removes what a run may not offer the model: a sub-agent run
-// gets neither the sub-agent tools nor ask_user_question and
-// present_artifacts (it cannot reach the user; as the original); a main run gets the sub-agent tools only when its context lists
+// gets neither the sub-agent tools nor ask_user_question,
+// present_artifacts and install_skill (it cannot reach the user; as the original); a main run gets the sub-agent tools only when its context lists
 // sub-agents.
 func FilterSpecs(r run.Run, specs []tool.Spec) []tool.Spec {
 	sub := r.RunType == run.TypeSubagent
@@ -103,7 +103,7 @@ func FilterSpecs(r run.Run, specs []tool.Spec) []tool.Spec {
 	}
 	out := make([]tool.Spec, 0, len(specs))
 	for _, s := range specs {
-		if IsTool(s.Name) || (sub && (s.Name == "ask_user_question" || s.Name == "present_artifacts")) {
+		if IsTool(s.Name) || (sub && (s.Name == "ask_user_question" || s.Name == "present_artifacts" || s.Name == "install_skill")) {
 			continue
 		}
 		out = append(out, s)

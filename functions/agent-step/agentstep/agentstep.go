@@ -397,9 +397,10 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 		// Each try is a model call of its own: admitted by the budgets
 		// before it (a retry too) and charged after it.
 		call := s.budgetCall(budget.CallTurn + try)
-		settle := false
+		settle, estimate := false, requestEstimate(req)
+		req.MaxTokens = 0
 		if h.cfg.Budgets != nil {
-			ref, ok, err := s.admit(ctx, call, req.Messages)
+			ref, ok, err := s.admit(ctx, call, estimate)
 			switch {
 			case errors.Is(err, run.ErrLeaseLost):
 				return modelOutcome{leaseLost: true}, nil
@@ -408,7 +409,9 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 			case ref != nil:
 				return modelOutcome{refused: ref}, nil
 			}
-			settle = ok
+			if settle = ok; settle {
+				req.MaxTokens = h.cfg.Budgets.MaxOutput() // the call's reservation covers this much answer
+			}
 		}
 		msgID := fmt.Sprintf("%s:%d:%d:%s", r.ID, s.in.StepNo, s.owner.Attempt, nonce())
 		switch {
@@ -448,9 +451,7 @@ func (s *step) streamModel(ctx context.Context, model llm.ChatModel, req llm.Req
 		})
 		if settle {
 			// Charged whatever follows: the provider spent the tokens.
-			if serr := h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(req.Messages, resp)); serr != nil {
-				h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
-			}
+			s.settle(ctx, call, charged(estimate, req.MaxTokens, resp))
 		}
 		if errors.Is(err, errGuardBlocked) {
 			_ = b.Close(context.WithoutCancel(ctx))

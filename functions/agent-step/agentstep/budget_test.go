@@ -21,7 +21,7 @@ import (
 func budgetEnv(t *testing.T) (env, *budget.Service) {
 	t.Helper()
 	e := newEnv(t)
-	svc := budget.New(e.Pool, time.Minute)
+	svc := budget.New(e.Pool, time.Minute).WithLimits(budget.Limits{MaxOutput: 100})
 	models, err := llm.LoadRegistry([]string{"YUXI_PROVIDER_FAKE_BASE_URL=" + e.model.URL()}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -50,8 +50,11 @@ func TestARetriedModelCallIsAdmittedAgain(t *testing.T) {
 	e.model.Handle(func(req llmtest.ChatRequest) llmtest.Reply {
 		if calls.Add(1) == 1 {
 			// Meanwhile another run of alice's spends what is left.
-			if err := svc.Settle(context.Background(), budget.Call{RunID: "other", StepNo: 1, Attempt: 1, CallNo: budget.CallTurn,
-				UID: "alice", Agent: "x"}, 1000); err != nil {
+			other := budget.Call{RunID: "other", StepNo: 1, Attempt: 1, CallNo: budget.CallTurn, UID: "alice", Agent: "x"}
+			if dec, _, err := svc.Reserve(context.Background(), other, 10); err != nil || dec != budget.Admitted {
+				t.Errorf("the other run's call: %v %v", dec, err)
+			}
+			if err := svc.Settle(context.Background(), other, 1000); err != nil {
 				t.Error(err)
 			}
 			return llmtest.Fail(503, "overloaded")

@@ -109,9 +109,10 @@ func (s *step) contextMessages(ctx context.Context, model llm.ChatModel, modelID
 		}
 		// The summary is a model call like the turn's: admitted by the
 		// budgets, charged, and counted in the step's usage.
-		call, settle := s.budgetCall(budget.CallSummary), false
+		call, settle, maxOut := s.budgetCall(budget.CallSummary), false, int64(0)
+		estimate := requestEstimate(llm.Request{Messages: append([]llm.Message{{Role: llm.RoleSystem, Content: cfg.Prompt}}, in...)})
 		if s.h.cfg.Budgets != nil {
-			ref, ok, err := s.admit(ctx, call, in)
+			ref, ok, err := s.admit(ctx, call, estimate)
 			if err != nil {
 				return nil, err
 			}
@@ -120,14 +121,14 @@ func (s *step) contextMessages(ctx context.Context, model llm.ChatModel, modelID
 				s.compressionEvent(ctx, compressionEvent{Phase: "failed", Level: "l2", TokensBefore: before, Error: ref.Error()})
 				return l1, nil
 			}
-			settle = ok
+			if settle = ok; settle {
+				maxOut = s.h.cfg.Budgets.MaxOutput()
+			}
 		}
-		text, usage, err := compaction.Summarise(ctx, model, modelID, cfg, in)
+		text, usage, err := compaction.Summarise(ctx, model, modelID, cfg, in, maxOut)
 		s.summaryCalled, s.summaryUsage = err == nil || usage.Reported, usage
 		if settle {
-			if serr := s.h.cfg.Budgets.Settle(context.WithoutCancel(ctx), call, charged(in, llm.Response{Content: text, Usage: usage})); serr != nil {
-				s.h.log.Warn("settle token budget", "run", r.ID, "step", s.in.StepNo, "error", serr)
-			}
+			s.settle(ctx, call, charged(estimate, maxOut, llm.Response{Content: text, Usage: usage}))
 		}
 		if err != nil {
 			// The run goes on with the L1 view; the next step tries again.

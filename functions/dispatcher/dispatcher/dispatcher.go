@@ -54,8 +54,16 @@ type Subagents interface {
 	ExpireWaits(ctx context.Context) (int, error)
 }
 
+// Budgets charges token-budget reservations whose lease ended unsettled
+// (*budget.Service): a model call whose step crashed before its charge.
+type Budgets interface {
+	Sweep(ctx context.Context) (int, error)
+}
+
 // Config tunes the sweeps.
 type Config struct {
+	// Budgets, when set, also charges stale token-budget reservations.
+	Budgets Budgets
 	// Subagents, when set, continues parents of finished sub-agent runs.
 	Subagents Subagents
 	// Files, when set, also sweeps knowledge-base ingestion.
@@ -148,6 +156,13 @@ func (h *Handler) Sweep(ctx context.Context, _ events.SweepRequested) error {
 	if h.cfg.Files != nil {
 		if err := h.cfg.Files.Sweep(ctx); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if h.cfg.Budgets != nil {
+		if n, err := h.cfg.Budgets.Sweep(ctx); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			h.log.Info("sweep charged unsettled token-budget reservations", "budgets", n)
 		}
 	}
 	ready, err := h.queue.ReadyQueues(ctx, h.cfg.QueueGrace, 100)

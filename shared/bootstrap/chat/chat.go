@@ -68,7 +68,7 @@ func Open(core *bootstrap.Core, more ...tool.Tool) *Kit {
 	k.Agents = agent.NewStore(core.Pool, func(name string) bool { return k.Tools.Has(name) })
 	k.Threads = thread.NewStore(core.Pool)
 	k.Summaries = compaction.NewStore(core.Pool)
-	k.Budgets = budget.New(core.Pool, 0)
+	k.Budgets = budget.New(core.Pool, 0).WithLimits(budget.Limits{MaxOutput: c.TokenBudgetMaxOutput, Ceiling: c.TokenBudgetCallCeiling})
 	k.Subagents = subagent.New(subagent.Deps{Pool: core.Pool, Runs: k.Runs, Agents: k.Agents, Threads: k.Threads, Cancel: core.Stream, Log: core.Log})
 	base := append([]tool.Tool{tool.AskUserQuestion{}, tool.MarkForImprovement{Pool: core.Pool}}, web...)
 	base = append(base, k.Subagents.Tools()...)
