@@ -124,6 +124,23 @@ type FanIn struct {
 // statement, committed on its own (fanInSQL): one round trip. A completion
 // that would end a step in which a call waits for the user, and any
 // interrupted result, take the general transaction (completeToolCallTx).
+//
+// The one statement commits without waiting for its WAL flush
+// (synchronous_commit off, set for its own transaction only): the flush is
+// most of the statement's time on a busy disk (figure 13 of tests/bench). A
+// result that has returned is safe against the product's crash model — a
+// process dying (SIGKILL of tool-invoke): the server has the commit, every
+// reader sees it at once, and its WAL writer flushes it within 3 ×
+// wal_writer_delay (600 ms by default). Only a crash of the PostgreSQL server
+// itself (or its host) in that window can lose it, and then it loses the
+// whole transaction together — the result, the step's counter and its
+// step.ready event — never a part: the call is pending again, as after a
+// tool-invoke crash before the commit, and the dispatcher's sweep
+// (RecoverStuck, redrive_tools) runs it again (at-least-once; the tool call
+// id is the idempotency key). Nothing durable can build on a lost result:
+// whatever reads it and commits (the next step) commits synchronously, and
+// that flush covers the WAL written before it, this commit included. A
+// duplicate writes nothing. The general transaction keeps synchronous commit.
 func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (out FanIn, err error) {
 	ctx, span := telemetry.StartStore(ctx, "run.complete_tool_call")
 	defer func() { span.End(err) }()
@@ -222,7 +239,8 @@ func (s *Store) completeToolCall(ctx context.Context, res ToolResult) (FanIn, er
 	args := append([]any{res.RunID, res.ToolCallID, res.Status, res.Output, truncate(res.Error, 4000), res.StepNo}, ready.Args...)
 	err = s.pool.QueryRow(ctx, fanInSQL+ready.SQL+`
 		SELECT coalesce((SELECT general FROM guard), false), EXISTS (SELECT 1 FROM tc), (SELECT pending_tools FROM st),
-			EXISTS (SELECT 1 FROM r), (SELECT id FROM o)`, args...).Scan(&general, &recorded, &remaining, &readied, &eventID)
+			EXISTS (SELECT 1 FROM r), (SELECT id FROM o)
+		FROM (SELECT set_config('synchronous_commit', 'off', true)) async_commit`, args...).Scan(&general, &recorded, &remaining, &readied, &eventID)
 	if err != nil {
 		return out, fmt.Errorf("record tool result %s: %w", res.ToolCallID, err)
 	}
