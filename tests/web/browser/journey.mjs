@@ -245,7 +245,7 @@ await run('journey', shots, async ({ page, log, shot, allowErrors }) => {
   await page.getByTestId('user-create').click()
   const alice = page.locator('[data-testid=user-table] tr[data-user=alice]')
   await alice.waitFor()
-  if (await alice.locator('select').evaluate((el) => el.selectedOptions[0]?.textContent) !== 'Sales') fail('alice is not shown in Sales')
+  if (await alice.getByTestId('user-dept').evaluate((el) => el.selectedOptions[0]?.textContent) !== 'Sales') fail('alice is not shown in Sales')
   await shot('admin-users')
   await page.getByTestId('tab-providers').click()
   const pf = page.getByTestId('provider-form')
