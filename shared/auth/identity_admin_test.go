@@ -370,3 +370,55 @@ func TestDeleteDepartmentScrubsShareConfigs(t *testing.T) {
 		}
 	}
 }
+
+// Two concurrent demotions of a department's last two admins: exactly one
+// passes, the other is refused, and the department keeps an admin.
+func TestConcurrentDemotionsKeepADepartmentAdmin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	root := f.superadmin(t)
+	away, _ := f.department(t, root, "away", "away-lead")
+	for round := range 8 {
+		d, first := f.department(t, root, fmt.Sprintf("team-%d", round), fmt.Sprintf("lead-%d", round))
+		second, err := f.svc.CreateUser(ctx, root, auth.NewUser{UID: fmt.Sprintf("co-lead-%d", round), Password: testPassword,
+			Role: auth.RoleAdmin, DepartmentID: &d.ID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := []int64{first.UserID, second.ID}
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, id := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i == 0 {
+					// Half the rounds move the first admin away instead of demoting it.
+					if round%2 == 0 {
+						_, errs[i] = f.svc.UpdateUser(ctx, root, id, auth.UserUpdate{Role: ptr(auth.RoleUser)})
+						return
+					}
+					_, errs[i] = f.svc.UpdateUser(ctx, root, id, auth.UserUpdate{DepartmentID: ptr(away.ID)})
+					return
+				}
+				_, errs[i] = f.svc.UpdateUser(ctx, root, id, auth.UserUpdate{Role: ptr(auth.RoleUser)})
+			}()
+		}
+		wg.Wait()
+		passed := 0
+		for _, err := range errs {
+			if err == nil {
+				passed++
+				continue
+			}
+			wantCode(t, err, failure.KindUnprocessable, "last_department_admin")
+		}
+		if passed != 1 {
+			t.Fatalf("round %d: %d of the two changes passed (%v)", round, passed, errs)
+		}
+		if n := f.count(t, fmt.Sprintf(`SELECT count(*) FROM users WHERE department_id = %d AND role = 'admin' AND NOT is_deleted`, d.ID)); n != 1 {
+			t.Fatalf("round %d: the department has %d admins", round, n)
+		}
+	}
+}

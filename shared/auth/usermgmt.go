@@ -190,15 +190,8 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 			if u.Role == RoleSuperadmin {
 				return failure.Forbidden("user_forbidden", "a superadmin's role cannot change")
 			}
-			if u.Role == RoleAdmin && u.DepartmentID != nil {
-				var others int
-				if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE department_id = $1 AND role = 'admin'
-					AND NOT is_deleted AND id <> $2`, *u.DepartmentID, id).Scan(&others); err != nil {
-					return err
-				}
-				if others == 0 {
-					return failure.Unprocessable("last_department_admin", "the user is the only admin of its department")
-				}
+			if err := notLastDepartmentAdmin(ctx, tx, u, id); err != nil {
+				return err
 			}
 			role = *in.Role
 		}
@@ -214,15 +207,8 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 			if !ok {
 				return failure.Unprocessable("department_not_found", "department %d does not exist", *in.DepartmentID)
 			}
-			if u.Role == RoleAdmin && u.DepartmentID != nil {
-				var others int
-				if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE department_id = $1 AND role = 'admin'
-					AND NOT is_deleted AND id <> $2`, *u.DepartmentID, id).Scan(&others); err != nil {
-					return err
-				}
-				if others == 0 {
-					return failure.Unprocessable("last_department_admin", "the user is the only admin of its department")
-				}
+			if err := notLastDepartmentAdmin(ctx, tx, u, id); err != nil {
+				return err
 			}
 			dept = in.DepartmentID
 		}
@@ -245,6 +231,31 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 		return User{}, fmt.Errorf("load user %d: %w", id, err)
 	}
 	return u.User, nil
+}
+
+// notLastDepartmentAdmin refuses to take an admin out of its department (by
+// demotion or by a move) when no other admin would be left. The department's
+// row is locked first (after the user's own row, which every user change
+// locks first, so no two changes wait on each other in a cycle): two
+// concurrent changes of its last two admins cannot both pass, the second
+// counts again after the first commits.
+func notLastDepartmentAdmin(ctx context.Context, tx pgx.Tx, u userRow, id int64) error {
+	if u.Role != RoleAdmin || u.DepartmentID == nil {
+		return nil
+	}
+	var others int
+	if err := tx.QueryRow(ctx, `SELECT 1 FROM departments WHERE id = $1 FOR UPDATE`, *u.DepartmentID).Scan(new(int)); err != nil &&
+		!errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("lock department %d: %w", *u.DepartmentID, err)
+	}
+	if err := tx.QueryRow(ctx, `SELECT count(*) FROM users WHERE department_id = $1 AND role = 'admin'
+		AND NOT is_deleted AND id <> $2`, *u.DepartmentID, id).Scan(&others); err != nil {
+		return fmt.Errorf("count department admins: %w", err)
+	}
+	if others == 0 {
+		return failure.Unprocessable("last_department_admin", "the user is the only admin of its department")
+	}
+	return nil
 }
 
 func usernameFree(ctx context.Context, db postgres.DB, username string, exceptID int64) error {
