@@ -122,6 +122,8 @@ func TestUserManagementStaysInTheDepartment(t *testing.T) {
 	wantCode(t, err, failure.KindUnprocessable, "invalid_role")
 	_, err = f.svc.UpdateUser(ctx, root, opsAdmin.UserID, auth.UserUpdate{Role: ptr(auth.RoleUser)})
 	wantCode(t, err, failure.KindUnprocessable, "last_department_admin")
+	err = f.svc.DeleteUser(ctx, root, opsAdmin.UserID)
+	wantCode(t, err, failure.KindUnprocessable, "last_department_admin")
 	_, err = f.svc.UpdateUser(ctx, root, root.UserID, auth.UserUpdate{Role: ptr(auth.RoleAdmin)})
 	wantCode(t, err, failure.KindForbidden, "user_forbidden")
 	if u, err := f.svc.UpdateUser(ctx, root, clerk.UserID, auth.UserUpdate{Role: ptr(auth.RoleAdmin)}); err != nil || u.Role != auth.RoleAdmin {

@@ -234,7 +234,7 @@ func (s *Service) UpdateUser(ctx context.Context, actor Principal, id int64, in 
 }
 
 // notLastDepartmentAdmin refuses to take an admin out of its department (by
-// demotion or by a move) when no other admin would be left. The department's
+// demotion, a move or deletion) when no other admin would be left. The department's
 // row is locked first (after the user's own row, which every user change
 // locks first, so no two changes wait on each other in a cycle): two
 // concurrent changes of its last two admins cannot both pass, the second
@@ -274,7 +274,8 @@ func usernameFree(ctx context.Context, db postgres.DB, username string, exceptID
 // cannot be reused), the profile is cleared, the password is unusable, every
 // API key is revoked and every session ends (the token version moves on).
 // Ceilings as the original: never a superadmin, never oneself, an admin
-// deletes only plain users of its department.
+// deletes only plain users of its department; a department's only admin is not
+// deleted (promote another first).
 func (s *Service) DeleteUser(ctx context.Context, actor Principal, id int64) error {
 	err := postgres.Tx(ctx, s.pool, func(tx pgx.Tx) error {
 		u, err := s.managedUser(ctx, tx, actor, id)
@@ -288,6 +289,9 @@ func (s *Service) DeleteUser(ctx context.Context, actor Principal, id int64) err
 			return failure.Unprocessable("cannot_delete_self", "you cannot delete your own account")
 		case !actor.IsSuperadmin() && u.Role != RoleUser:
 			return failure.Forbidden("user_forbidden", "an admin may delete plain users only")
+		}
+		if err := notLastDepartmentAdmin(ctx, tx, u, id); err != nil {
+			return err
 		}
 		now := s.now()
 		if _, err := tx.Exec(ctx, `UPDATE users SET is_deleted = true, deleted_at = $2, username = $3, phone_number = NULL,
