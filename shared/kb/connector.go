@@ -23,6 +23,7 @@ var ErrReadOnly = failure.Unprocessable("kb_read_only",
 type Sealer interface {
 	Seal(plaintext, associatedData string) (string, error)
 	Open(sealed, associatedData string) (string, error)
+	Reseal(sealed, associatedData string) (string, bool, error)
 }
 
 // UseSecrets makes the store seal connector tokens with keys (without it,
@@ -43,6 +44,18 @@ func sealer(keys Sealer) Sealer {
 		return (*secret.Keyring)(nil)
 	}
 	return keys
+}
+
+// ResealSecrets seals again, under the current key, the connector tokens
+// that a previous key sealed (after a key rotation); failed names the KBs
+// whose tokens do not open with any configured key.
+func (s *Store) ResealSecrets(ctx context.Context) (resealed int, failed []string, err error) {
+	keys := sealer(s.secrets)
+	if _, err := keys.Seal("", "probe"); err != nil {
+		return 0, nil, err // no key configured: nothing can be sealed
+	}
+	return postgres.ResealColumn(ctx, s.pool, postgres.SealedColumn{Table: "knowledge_bases", Key: "kb_id", Column: "connector_secret"},
+		func(id, sealed string) (string, bool, error) { return keys.Reseal(sealed, connectorAD(id)) })
 }
 
 // createConnector makes a read-only connector KB of in.KBType, its

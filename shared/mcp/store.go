@@ -49,6 +49,7 @@ const (
 type Sealer interface {
 	Seal(plaintext, associatedData string) (string, error)
 	Open(sealed, associatedData string) (string, error)
+	Reseal(sealed, associatedData string) (string, bool, error)
 }
 
 // Server is one MCP server's configuration.
@@ -291,6 +292,17 @@ func (st *Store) Create(ctx context.Context, in Input, actor string) (Server, er
 		return Server{}, failure.Conflict("mcp_server_exists", "an MCP server %q already exists", s.Slug)
 	}
 	return s, err
+}
+
+// ResealSecrets seals again, under the current key, the servers' headers
+// that a previous key sealed (after a key rotation); failed names the
+// servers whose headers do not open with any configured key.
+func (st *Store) ResealSecrets(ctx context.Context) (resealed int, failed []string, err error) {
+	if _, err := st.sealer.Seal("", "probe"); err != nil {
+		return 0, nil, err // no key configured: nothing can be sealed
+	}
+	return postgres.ResealColumn(ctx, st.db, postgres.SealedColumn{Table: "mcp_servers", Key: "slug", Column: "headers_sealed"},
+		func(slug, sealed string) (string, bool, error) { return st.sealer.Reseal(sealed, headersAD(slug)) })
 }
 
 func (st *Store) seal(s Server) (sealed string, names []string, err error) {

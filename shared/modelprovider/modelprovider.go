@@ -30,7 +30,8 @@
 //
 // Owns the table model_providers.
 // Imported by: shared/bootstrap, functions/intake, tests.
-// May import: shared/llm, shared/secret, shared/netguard, shared/failure, pgx, go-redis.
+// May import: shared/llm, shared/secret, shared/netguard, shared/failure,
+// shared/postgres, pgx, go-redis.
 package modelprovider
 
 import (
@@ -55,6 +56,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/failure"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/netguard"
+	"github.com/yuxi-serverless/yuxi/shared/postgres"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
 )
 
@@ -435,6 +437,36 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	s.bump(ctx)
 	return nil
+}
+
+// ResealSecrets seals again, under the current key, the providers' API keys
+// and headers that a previous key sealed (after a key rotation); failed
+// names the providers whose values do not open with any configured key.
+// The opened values do not change, so no cache is invalidated.
+func (s *Store) ResealSecrets(ctx context.Context) (resealed int, failed []string, err error) {
+	if _, err := s.secrets.Seal("", "probe"); err != nil {
+		return 0, nil, err // no key configured: nothing can be sealed
+	}
+	bad := map[string]bool{}
+	for _, c := range []struct {
+		column string
+		ad     func(string) string
+	}{{"api_key_sealed", keyAD}, {"headers_sealed", headersAD}} {
+		n, f, err := postgres.ResealColumn(ctx, s.pool, postgres.SealedColumn{Table: "model_providers", Key: "provider_id", Column: c.column},
+			func(id, sealed string) (string, bool, error) { return s.secrets.Reseal(sealed, c.ad(id)) })
+		resealed += n
+		for _, id := range f {
+			bad[id] = true
+		}
+		if err != nil {
+			return resealed, nil, err
+		}
+	}
+	for id := range bad {
+		failed = append(failed, id)
+	}
+	sort.Strings(failed)
+	return resealed, failed, nil
 }
 
 func (s *Store) seal(p stored) (key, headers *string, err error) {

@@ -181,3 +181,75 @@ func TestNoKeyNoStoredSecret(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// After a key rotation (the old key moved to the previous keys), ResealSecrets
+// seals every stored key and header map again under the new key, so the old
+// key can be dropped; a value no configured key opens is named and left as
+// it is; a second pass changes nothing; without a key it refuses.
+func TestResealSecretsAfterKeyRotation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := pgtest.NewDatabase(t)
+	rdb, prefix := redistest.New(t)
+	oldKey, newKey, strayKey := strings.Repeat("o", 40), strings.Repeat("n", 40), strings.Repeat("s", 40)
+	ring := func(current string, previous ...string) *secret.Keyring {
+		k, err := secret.New(current, previous...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	fake := llmtest.NewServer(t)
+	u, _ := url.Parse(fake.URL())
+	guard := netguard.New(netguard.Options{Allow: netguard.MustParseAllow(u.Host)})
+	before := modelprovider.New(pool, rdb, prefix, nil, ring(oldKey), guard)
+	for _, id := range []string{"alpha", "beta"} {
+		if _, err := before.Create(ctx, "admin", modelprovider.Input{ProviderID: str(id), BaseURL: str(fake.URL()), APIKey: str("sk-" + id),
+			Headers: map[string]string{"X-Tenant": id}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// beta's key was sealed with a key nobody configured any more.
+	stray, err := ring(strayKey).Seal("sk-beta", "model_providers:beta:api_key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE model_providers SET api_key_sealed = $1 WHERE provider_id = 'beta'`, stray); err != nil {
+		t.Fatal(err)
+	}
+
+	after := modelprovider.New(pool, rdb, prefix, nil, ring(newKey, oldKey), guard)
+	n, failed, err := after.ResealSecrets(ctx)
+	if err != nil || n != 3 || strings.Join(failed, ",") != "beta" {
+		t.Fatalf("reseal: %d %v %v, want 3 values resealed (alpha's key and headers, beta's headers) and beta failed", n, failed, err)
+	}
+	onlyNew := ring(newKey)
+	var alphaKey, alphaHeaders, betaKey, betaHeaders string
+	if err := pool.QueryRow(ctx, `SELECT a.api_key_sealed, a.headers_sealed, b.api_key_sealed, b.headers_sealed
+		FROM model_providers a, model_providers b WHERE a.provider_id = 'alpha' AND b.provider_id = 'beta'`).
+		Scan(&alphaKey, &alphaHeaders, &betaKey, &betaHeaders); err != nil {
+		t.Fatal(err)
+	}
+	if plain, err := onlyNew.Open(alphaKey, "model_providers:alpha:api_key"); err != nil || plain != "sk-alpha" {
+		t.Fatalf("alpha's key under the new key alone: %q %v", plain, err)
+	}
+	for id, v := range map[string]string{"alpha": alphaHeaders, "beta": betaHeaders} {
+		if plain, err := onlyNew.Open(v, "model_providers:"+id+":headers"); err != nil || !strings.Contains(plain, id) {
+			t.Fatalf("%s's headers under the new key alone: %q %v", id, plain, err)
+		}
+	}
+	if betaKey != stray {
+		t.Fatal("a value that does not open was changed")
+	}
+	// The provider works with the new key alone.
+	fake.Enqueue(llmtest.Text("ok"))
+	if _, err := modelprovider.New(pool, rdb, prefix, nil, onlyNew, guard).RemoteModels(ctx, "alpha"); err != nil {
+		t.Fatalf("alpha under the new key alone: %v", err)
+	}
+	if n, failed, err := after.ResealSecrets(ctx); err != nil || n != 0 || len(failed) != 1 {
+		t.Fatalf("second pass: %d %v %v", n, failed, err)
+	}
+	if _, _, err := modelprovider.New(pool, rdb, prefix, nil, nil, guard).ResealSecrets(ctx); !errors.Is(err, secret.ErrNoKey) {
+		t.Fatalf("without a key: %v", err)
+	}
+}

@@ -6,8 +6,9 @@
 // current key, and opens with the current key or any previous one: every
 // ciphertext carries the id of the key that sealed it, so an operator rotates
 // by moving the old key to YUXI_ENCRYPTION_KEY_PREVIOUS, setting a new
-// YUXI_ENCRYPTION_KEY, and letting the owners re-seal what NeedsRotation
-// reports. The associated data binds a ciphertext to where it is stored (for
+// YUXI_ENCRYPTION_KEY, and letting the owners Reseal what NeedsRotation
+// reports (each owner's ResealSecrets, all of them at once through
+// POST /api/system/secrets/reseal). The associated data binds a ciphertext to where it is stored (for
 // example "model_provider:42:api_key"), so a value copied to another row or
 // column does not open.
 //

@@ -262,6 +262,7 @@ func (s *Server) Routes() []Route {
 	if s.d.Budgets != nil {
 		rs = append(rs, s.budgetRoutes()...)
 	}
+	rs = append(rs, s.secretRoutes()...) // routes_secrets.go: key rotation
 	return rs
 }
 
