@@ -847,6 +847,14 @@ func TestTwoAccountSuite(t *testing.T) {
 			}
 		}
 	}
+	// Key rotation is the superadmin's too: nobody else re-seals the stored secrets.
+	for _, b := range append([]caller{{"owner", alice, false}, {"owner (admin)", kbOwner, true}}, attackers...) {
+		r := b.c.Do("POST", "/api/system/secrets/reseal", nil)
+		calls++
+		if r.Status != http.StatusForbidden || r.Code() != "superadmin_required" {
+			t.Errorf("HOLE? %s: secrets reseal: %d %s", b.name, r.Status, r.Body)
+		}
+	}
 
 	// ext3: MCP servers are instance-wide: every admin operates them (as the
 	// original), users see only the redacted list, and the headers are
