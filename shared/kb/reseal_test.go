@@ -7,6 +7,7 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/shared/kb"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 )
 
 // After a key rotation ResealSecrets seals connector tokens again under the
@@ -15,11 +16,7 @@ func TestResealConnectorTokensAfterKeyRotation(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ring := func(current string, previous ...string) *secret.Keyring {
-		k, err := secret.New(current, previous...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+		return secrettest.Ring(t, current, previous...)
 	}
 	oldKey, newKey := strings.Repeat("o", 40), strings.Repeat("n", 40)
 	e.store.UseSecrets(ring(oldKey))

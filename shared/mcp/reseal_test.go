@@ -8,6 +8,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 )
 
 // After a key rotation ResealSecrets seals the servers' headers again under
@@ -17,11 +18,7 @@ func TestResealSecretsAfterKeyRotation(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.NewDatabase(t)
 	ring := func(current string, previous ...string) *secret.Keyring {
-		k, err := secret.New(current, previous...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+		return secrettest.Ring(t, current, previous...)
 	}
 	oldKey, newKey := strings.Repeat("o", 40), strings.Repeat("n", 40)
 	name, transport, u := "fx", "streamable_http", "http://mcp.example.test/mcp"

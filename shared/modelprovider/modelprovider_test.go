@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 	"github.com/yuxi-serverless/yuxi/shared/redistest"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 )
 
 func str(s string) *string { return &s }
@@ -193,11 +194,7 @@ func TestResealSecretsAfterKeyRotation(t *testing.T) {
 	rdb, prefix := redistest.New(t)
 	oldKey, newKey, strayKey := strings.Repeat("o", 40), strings.Repeat("n", 40), strings.Repeat("s", 40)
 	ring := func(current string, previous ...string) *secret.Keyring {
-		k, err := secret.New(current, previous...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+		return secrettest.Ring(t, current, previous...)
 	}
 	fake := llmtest.NewServer(t)
 	u, _ := url.Parse(fake.URL())

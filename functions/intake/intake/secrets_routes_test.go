@@ -15,6 +15,7 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/postgres/pgtest"
 	"github.com/yuxi-serverless/yuxi/shared/redistest"
 	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 )
 
 // POST /api/system/secrets/reseal: the superadmin re-seals every stored
@@ -30,11 +31,7 @@ func TestResealSecretsRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	ring := func(current string, previous ...string) *secret.Keyring {
-		k, err := secret.New(current, previous...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
+		return secrettest.Ring(t, current, previous...)
 	}
 	oldKey, newKey := strings.Repeat("o", 40), strings.Repeat("n", 40)
 	guard := netguard.New(netguard.Options{Allow: netguard.MustParseAllow("127.0.0.1:9")})
