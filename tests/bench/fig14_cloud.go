@@ -18,7 +18,6 @@ import (
 
 	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/cloudbus"
 	"github.com/yuxi-serverless/yuxi/shared/cloudbus/cloudbustest"
 	"github.com/yuxi-serverless/yuxi/shared/faas"
@@ -71,22 +70,14 @@ func figTracing(ctx context.Context, e *env, r *benchkit.Report) error {
 	})
 	r.Line("tracing_off_allocs", fmt.Sprintf("%.0f allocs/step", offAllocs), "", "0", offAllocs == 0)
 
-	db, prefix, drop, err := e.Scratch(ctx)
+	// The process's bus does not execute steps: the figure hands the
+	// recorded StepReady events to the handler.
+	app, rec, _, release, err := e.stepProcess(ctx)
 	if err != nil {
 		return err
 	}
-	defer drop()
-	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
-	if err != nil {
-		return err
-	}
-	rec := &stepRecorder{ready: map[string]events.StepReady{}}
-	app, err := openApp(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
+	defer release()
+	cfg := app.Config
 	steps, err := createRuns(ctx, app, rec, traceWarm+2*traceTimed)
 	if err != nil {
 		return err

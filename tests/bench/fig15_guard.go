@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yuxi-serverless/yuxi/events"
 	"github.com/yuxi-serverless/yuxi/functions/agent-step/agentstep"
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/contentguard"
 	"github.com/yuxi-serverless/yuxi/shared/llm"
 	"github.com/yuxi-serverless/yuxi/shared/sysconfig"
@@ -49,24 +47,14 @@ func figGuard(ctx context.Context, e *env, r *benchkit.Report) error {
 	rng := rand.New(rand.NewPCG(15, 15))
 	kws, chunks := guardCorpus(rng)
 
-	db, prefix, drop, err := e.Scratch(ctx)
+	// The process's bus does not execute steps: the figure hands the
+	// recorded StepReady events to the handler.
+	app, rec, _, release, err := e.stepProcess(ctx)
 	if err != nil {
 		return err
 	}
-	defer drop()
-	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
-	if err != nil {
-		return err
-	}
-	// The platform's bus does not execute steps: it records the StepReady
-	// events the queue emits, and the bench hands them to the handlers.
-	rec := &stepRecorder{ready: map[string]events.StepReady{}}
-	app, err := openApp(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
+	defer release()
+	cfg := app.Config
 	steps, err := createRuns(ctx, app, rec, 2*(guardWarm+guardSteps)+1)
 	if err != nil {
 		return err

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/yuxi-serverless/yuxi/events"
-	"github.com/yuxi-serverless/yuxi/shared/bootstrap"
 	"github.com/yuxi-serverless/yuxi/shared/bootstrap/mcplayer"
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	agentrun "github.com/yuxi-serverless/yuxi/shared/run"
@@ -38,22 +36,13 @@ func figTools(ctx context.Context, e *env, r *benchkit.Report) error {
 		"the reads and filtering of agentstep's step.tools for one run (skills snapshot and tool manifest already recorded, "+
 			"as from step 2 on): Gate.Executable, Registry.Visible, Toolset.StepSpecs, Gate.Visible; "+
 			"floor: figure 1's BEGIN; INSERT INTO bench_floor; COMMIT (pgx, same database), timed alternately")
-	db, prefix, drop, err := e.Scratch(ctx)
+	// The process's bus does not execute steps: the figure hands the
+	// recorded StepReady events to the handler.
+	app, rec, db, release, err := e.stepProcess(ctx)
 	if err != nil {
 		return err
 	}
-	defer drop()
-	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
-	if err != nil {
-		return err
-	}
-	rec := &stepRecorder{ready: map[string]events.StepReady{}}
-	app, err := openApp(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
+	defer release()
 	steps, err := createRuns(ctx, app, rec, 1)
 	if err != nil {
 		return err

@@ -40,25 +40,14 @@ func figStep(ctx context.Context, e *env, r *benchkit.Report) error {
 		"agentstep.Handle of step 1 (claim, transcript, model turn, commit, stream end) with an in-process model that answers "+
 			"\"ok\" without tool calls; floor: BEGIN; INSERT INTO bench_floor; COMMIT (pgx, same pool settings, same database), "+
 			"timed alternately with the steps")
-	db, prefix, drop, err := e.Scratch(ctx)
+	// The process's bus does not execute steps: the figure hands the
+	// recorded StepReady events to the handler.
+	app, rec, db, release, err := e.stepProcess(ctx)
 	if err != nil {
 		return err
 	}
-	defer drop()
-
-	penv := e.platformEnv(db, prefix)
-	cfg, err := bootstrap.Load(func(k string) string { return penv[k] }, benchkit.EnvList(penv), "0")
-	if err != nil {
-		return err
-	}
-	// The platform's bus does not execute steps: it records the StepReady
-	// events the queue emits, and the bench hands them to the handler.
-	rec := &stepRecorder{ready: map[string]events.StepReady{}}
-	app, err := openApp(ctx, cfg, bootstrap.Options{Function: "agent-step", Publisher: rec})
-	if err != nil {
-		return err
-	}
-	defer app.Close()
+	defer release()
+	cfg := app.Config
 
 	steps, err := createRuns(ctx, app, rec, stepWarm+stepTimed+stepCounted+10)
 	if err != nil {
