@@ -69,6 +69,7 @@ func TestStore(t *testing.T) {
 		{"RetrieveDropsStaleVectors", testRetrieveDropsStaleVectors},
 		{"RetrieveRerank", testRetrieveRerank},
 		{"RetrieveErrors", testRetrieveErrors},
+		{"RetrieveQueryMany", testRetrieveQueryMany},
 		// sources_test.go
 		{"Sources", testSources},
 		{"ApplyChange", testApplyChange},
