@@ -40,6 +40,7 @@ func TestStore(t *testing.T) {
 		{"Create", testCreate},
 		{"Access", testAccess},
 		{"UpdateAndDelete", testUpdateAndDelete},
+		{"LoadSettings", testLoadSettings},
 		// params_test.go
 		{"RetrievalOverlayPrecedence", testRetrievalOverlayPrecedence},
 		{"CreateValidatesQueryParams", testCreateValidatesQueryParams},
