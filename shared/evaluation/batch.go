@@ -123,7 +123,7 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 	var running sync.WaitGroup // the feeder and the items
 	defer func() { cancel(); running.Wait() }()
 	start := time.Now()
-	sem := make(chan struct{}, s.cfg.Concurrency)
+	sem := make(chan struct{}, s.atOnce(r.cfg, env))
 	next := make(chan *inFlight, 1)
 	running.Add(1)
 	go func() {
@@ -338,15 +338,16 @@ func (s *Service) completeTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r
 // keyword retrieval (no embedder, reranker or graph) and no answer or judge
 // model — is retrieved in groups of about equal size, each group's queries
 // together (one keyword index read and one chunk load per group): as many
-// groups as Concurrency, but no more than the cores (GOMAXPROCS), since
-// more CPU-bound units at once than cores only contend (figure 18: on 2
-// cores 300 items took 311 ms in 2 groups, 363 ms in 4). Any other run
+// groups as Concurrency, but no more than the cores (GOMAXPROCS), and as
+// many at once (atOnce), since more CPU-bound units at once than cores
+// only contend (figure 18: on 2 cores 300 items took 311 ms at 2 at once,
+// 363 ms at 4). Any other run
 // evaluates its items one each, Concurrency at once: they wait on their
 // models.
 func (s *Service) groups(n int, cfg RunConfig, env runEnv) [][2]int {
 	units := n
-	if _, many := s.ret.(ManyRetriever); many && cpuBound(cfg, env) {
-		units = min(n, s.cfg.Concurrency, max(runtime.GOMAXPROCS(0), 1))
+	if s.grouped(cfg, env) {
+		units = min(n, s.atOnce(cfg, env))
 	}
 	out := make([][2]int, 0, units)
 	for i, from := 0, 0; i < units; i++ {
@@ -358,6 +359,21 @@ func (s *Service) groups(n int, cfg RunConfig, env runEnv) [][2]int {
 		from += size
 	}
 	return out
+}
+
+// grouped tells whether a run's batches are retrieved in groups.
+func (s *Service) grouped(cfg RunConfig, env runEnv) bool {
+	_, many := s.ret.(ManyRetriever)
+	return many && cpuBound(cfg, env)
+}
+
+// atOnce is how many units of a run are evaluated at once, across batch
+// boundaries: Concurrency, and for a grouped run no more than the cores.
+func (s *Service) atOnce(cfg RunConfig, env runEnv) int {
+	if s.grouped(cfg, env) {
+		return min(s.cfg.Concurrency, max(runtime.GOMAXPROCS(0), 1))
+	}
+	return s.cfg.Concurrency
 }
 
 // cpuBound tells whether a run's items wait on nothing but the local KB:

@@ -63,3 +63,20 @@ func TestGroups(t *testing.T) {
 		}
 	}
 }
+
+// A grouped run evaluates at most min(Concurrency, cores) groups at once
+// (across batches); any other run Concurrency items.
+func TestAtOnce(t *testing.T) {
+	cores := runtime.GOMAXPROCS(0)
+	keyword := RunConfig{Retrieval: kb.Retrieval{SearchMode: "keyword"}}
+	s := &Service{ret: manyRetriever{}, cfg: Config{Concurrency: 64}}
+	if got := s.atOnce(keyword, runEnv{}); got != min(64, cores) {
+		t.Errorf("grouped run: %d at once, want %d", got, min(64, cores))
+	}
+	if got := s.atOnce(RunConfig{Retrieval: kb.Retrieval{SearchMode: "hybrid"}}, runEnv{}); got != 64 {
+		t.Errorf("hybrid run: %d at once, want 64", got)
+	}
+	if got := (&Service{ret: oneRetriever{}, cfg: Config{Concurrency: 3}}).atOnce(keyword, runEnv{}); got != 3 {
+		t.Errorf("retriever without QueryMany: %d at once, want 3", got)
+	}
+}
