@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -81,7 +82,7 @@ func (s *Service) runEnv(ctx context.Context, r Run) (runEnv, error) {
 	if e.d, err = s.dataset(ctx, nil, r.DatasetID, r.KBID); err != nil {
 		return e, err
 	}
-	if e.k, err = s.kbs.Load(ctx, r.KBID); err != nil {
+	if e.k, err = s.kbs.LoadSettings(ctx, r.KBID); err != nil {
 		return e, err
 	}
 	if r.cfg.AnswerLLM != "" {
@@ -122,7 +123,7 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 	var running sync.WaitGroup // the feeder and the items
 	defer func() { cancel(); running.Wait() }()
 	start := time.Now()
-	sem := make(chan struct{}, s.cfg.Concurrency)
+	sem := make(chan struct{}, s.atOnce(r.cfg, env))
 	next := make(chan *inFlight, 1)
 	running.Add(1)
 	go func() {
@@ -141,11 +142,11 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 				close(f.spawned)
 				return
 			}
-			for i, it := range f.items {
+			for _, g := range s.groups(len(f.items), r.cfg, env) {
 				select {
 				case sem <- struct{}{}:
 				case <-ctx.Done():
-					for j := i; j < len(f.items); j++ {
+					for j := g[0]; j < len(f.items); j++ {
 						f.errs[j] = ctx.Err()
 					}
 					close(f.spawned)
@@ -155,7 +156,7 @@ func (s *Service) chain(ctx context.Context, r Run, env runEnv, first int) error
 				running.Add(1)
 				go func() {
 					defer func() { <-sem; f.wg.Done(); running.Done() }()
-					f.out[i], f.errs[i] = s.evaluateItem(ctx, env.k, r.cfg, env.d, it, env.answer, env.judge)
+					s.evaluateItems(ctx, env, r.cfg, f.items[g[0]:g[1]], f.out[g[0]:g[1]], f.errs[g[0]:g[1]])
 				}()
 			}
 			close(f.spawned)
@@ -332,9 +333,85 @@ func (s *Service) completeTx(ctx context.Context, tx pgx.Tx, emit outbox.Emit, r
 	return s.gateTx(ctx, tx, emit, r, metrics, overall)
 }
 
-// evaluateItem retrieves one query and scores it.
-func (s *Service) evaluateItem(ctx context.Context, k kb.KB, cfg RunConfig, d Dataset, it Item, answerModel, judgeModel llm.ChatModel) (itemResult, error) {
-	res, err := s.ret.Query(ctx, k, it.Query, cfg.Retrieval, "")
+// groups splits a batch of n items into the units evaluated at once, as
+// [from, to) ranges. A run whose items are only CPU and database work —
+// keyword retrieval (no embedder, reranker or graph) and no answer or judge
+// model — is retrieved in groups of about equal size, each group's queries
+// together (one keyword index read and one chunk load per group): as many
+// groups as Concurrency, but no more than the cores (GOMAXPROCS), and as
+// many at once (atOnce), since more CPU-bound units at once than cores
+// only contend (figure 18: on 2 cores 300 items took 311 ms at 2 at once,
+// 363 ms at 4). Any other run
+// evaluates its items one each, Concurrency at once: they wait on their
+// models.
+func (s *Service) groups(n int, cfg RunConfig, env runEnv) [][2]int {
+	units := n
+	if s.grouped(cfg, env) {
+		units = min(n, s.atOnce(cfg, env))
+	}
+	out := make([][2]int, 0, units)
+	for i, from := 0, 0; i < units; i++ {
+		size := n / units // units groups of size or size+1, the larger first
+		if i < n%units {
+			size++
+		}
+		out = append(out, [2]int{from, from + size})
+		from += size
+	}
+	return out
+}
+
+// grouped tells whether a run's batches are retrieved in groups.
+func (s *Service) grouped(cfg RunConfig, env runEnv) bool {
+	_, many := s.ret.(ManyRetriever)
+	return many && cpuBound(cfg, env)
+}
+
+// atOnce is how many units of a run are evaluated at once, across batch
+// boundaries: Concurrency, and for a grouped run no more than the cores.
+func (s *Service) atOnce(cfg RunConfig, env runEnv) int {
+	if s.grouped(cfg, env) {
+		return min(s.cfg.Concurrency, max(runtime.GOMAXPROCS(0), 1))
+	}
+	return s.cfg.Concurrency
+}
+
+// cpuBound tells whether a run's items wait on nothing but the local KB:
+// keyword retrieval without reranker or graph, no answer or judge model.
+func cpuBound(cfg RunConfig, env runEnv) bool {
+	return cfg.SearchMode == "keyword" && !cfg.UseReranker && !cfg.UseGraph && env.answer == nil && env.judge == nil
+}
+
+// ManyRetriever is a Retriever that answers several queries at once, each
+// as Query would (kb.Retriever.QueryMany).
+type ManyRetriever interface {
+	QueryMany(ctx context.Context, k kb.KB, queries []string, opt kb.Retrieval) ([][]kb.Result, []error)
+}
+
+// evaluateItems evaluates items into out and errs (same length): their
+// queries retrieved together when there are several and the retriever
+// can, then each item scored.
+func (s *Service) evaluateItems(ctx context.Context, env runEnv, cfg RunConfig, items []Item, out []itemResult, errs []error) {
+	res := make([][]kb.Result, len(items))
+	qerrs := make([]error, len(items))
+	if many, ok := s.ret.(ManyRetriever); ok && len(items) > 1 {
+		queries := make([]string, len(items))
+		for i, it := range items {
+			queries[i] = it.Query
+		}
+		res, qerrs = many.QueryMany(ctx, env.k, queries, cfg.Retrieval)
+	} else {
+		for i, it := range items {
+			res[i], qerrs[i] = s.ret.Query(ctx, env.k, it.Query, cfg.Retrieval, "")
+		}
+	}
+	for i, it := range items {
+		out[i], errs[i] = s.evaluateItem(ctx, env.d, it, res[i], qerrs[i], env.answer, env.judge)
+	}
+}
+
+// evaluateItem scores one item given its query's retrieval (res, err).
+func (s *Service) evaluateItem(ctx context.Context, d Dataset, it Item, res []kb.Result, err error, answerModel, judgeModel llm.ChatModel) (itemResult, error) {
 	if fe, ok := failure.As(err); ok && (fe.Code == "empty_query" || fe.Code == "query_too_long") {
 		// The item's own query cannot be searched: it scores 0, the run goes on.
 		res, err = nil, nil

@@ -59,6 +59,8 @@ type KBs interface {
 	Get(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error)
 	GetManaged(ctx context.Context, sub access.Subject, kbID string) (kb.KB, error)
 	Load(ctx context.Context, kbID string) (kb.KB, error)
+	// LoadSettings is Load without the KB's file count, for runs and ticks.
+	LoadSettings(ctx context.Context, kbID string) (kb.KB, error)
 	SampleChunks(ctx context.Context, kbID, seed string, offset, n int) ([]kb.SampledChunk, int, error)
 }
 

@@ -418,7 +418,7 @@ func (s *Service) fire(ctx context.Context, sc Schedule, due time.Time) (string,
 		defer close(read)
 		d, dErr = s.dataset(ctx, nil, sc.DatasetID, sc.KBID)
 	}()
-	k, err := s.kbs.Load(ctx, sc.KBID)
+	k, err := s.kbs.LoadSettings(ctx, sc.KBID)
 	<-read
 	if err != nil {
 		return "", err

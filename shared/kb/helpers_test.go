@@ -40,6 +40,7 @@ func TestStore(t *testing.T) {
 		{"Create", testCreate},
 		{"Access", testAccess},
 		{"UpdateAndDelete", testUpdateAndDelete},
+		{"LoadSettings", testLoadSettings},
 		// params_test.go
 		{"RetrievalOverlayPrecedence", testRetrievalOverlayPrecedence},
 		{"CreateValidatesQueryParams", testCreateValidatesQueryParams},
@@ -69,6 +70,7 @@ func TestStore(t *testing.T) {
 		{"RetrieveDropsStaleVectors", testRetrieveDropsStaleVectors},
 		{"RetrieveRerank", testRetrieveRerank},
 		{"RetrieveErrors", testRetrieveErrors},
+		{"RetrieveQueryMany", testRetrieveQueryMany},
 		// sources_test.go
 		{"Sources", testSources},
 		{"ApplyChange", testApplyChange},

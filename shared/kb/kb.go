@@ -71,9 +71,11 @@ type KB struct {
 	Permission string `json:"permission"`
 }
 
-const kbCols = `kb_id, name, description, kb_type, embedding_model_spec, embedding_dim, llm_model_spec, query_params,
-	additional_params, share_config, created_by, index_version, created_at, updated_at,
-	(SELECT count(*) FROM knowledge_files f WHERE f.kb_id = knowledge_bases.kb_id AND NOT f.is_folder)`
+const kbCols = kbSettingsCols + `(SELECT count(*) FROM knowledge_files f WHERE f.kb_id = knowledge_bases.kb_id AND NOT f.is_folder)`
+
+// kbSettingsCols are kbCols but the file count (their last column, to append).
+const kbSettingsCols = `kb_id, name, description, kb_type, embedding_model_spec, embedding_dim, llm_model_spec, query_params,
+	additional_params, share_config, created_by, index_version, created_at, updated_at, `
 
 func scanKB(row pgx.Row) (KB, error) {
 	var k KB
@@ -203,6 +205,19 @@ func (s *Store) getManaged(ctx context.Context, db postgres.DB, sub access.Subje
 // that were authorised when they were produced).
 func (s *Store) Load(ctx context.Context, kbID string) (KB, error) {
 	return s.load(ctx, s.pool, kbID)
+}
+
+// LoadSettings is Load without the file count (FileCount is 0): a KB's
+// settings (retrieval options, models) read in a time that does not grow
+// with its files, for what acts on them (an evaluation run or tick) rather
+// than answering with the KB. Counting a 5k-file KB's files was most of a
+// scheduler tick.
+func (s *Store) LoadSettings(ctx context.Context, kbID string) (KB, error) {
+	k, err := scanKB(s.pool.QueryRow(ctx, `SELECT `+kbSettingsCols+`0 FROM knowledge_bases WHERE kb_id = $1`, kbID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return KB{}, ErrNotFound
+	}
+	return k, err
 }
 
 // LoadTx is Load in tx.

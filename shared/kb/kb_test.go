@@ -238,3 +238,27 @@ func testUpdateAndDelete(t *testing.T, e *env) {
 		t.Fatalf("rows left after delete: %d, %v", n, err)
 	}
 }
+
+// LoadSettings reads what Load reads but the file count.
+func testLoadSettings(t *testing.T, e *env) {
+	k := e.createKB(t, kb.CreateInput{Description: "settings"})
+	e.ingest(t, k.KBID, "a.md", "alpha")
+	e.ingest(t, k.KBID, "b.md", "beta")
+	full, err := e.store.Load(e.ctx, k.KBID)
+	if err != nil || full.FileCount != 2 {
+		t.Fatalf("Load = %+v, %v", full, err)
+	}
+	got, err := e.store.LoadSettings(e.ctx, k.KBID)
+	if err != nil || got.FileCount != 0 {
+		t.Fatalf("LoadSettings = %+v, %v", got, err)
+	}
+	got.FileCount = full.FileCount
+	a, _ := json.Marshal(full)
+	b, _ := json.Marshal(got)
+	if string(a) != string(b) {
+		t.Fatalf("LoadSettings %s\nLoad         %s", b, a)
+	}
+	if _, err := e.store.LoadSettings(e.ctx, "kb_missing"); !errors.Is(err, kb.ErrNotFound) {
+		t.Fatalf("missing KB: %v", err)
+	}
+}

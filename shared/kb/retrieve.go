@@ -146,13 +146,7 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 		}
 		allow = func(chunkID string) bool { return set[fileOfChunk(chunkID)] }
 	}
-	recall := opt.FinalTopK
-	if opt.UseReranker && opt.RecallTopK > recall {
-		recall = opt.RecallTopK
-	}
-	if (opt.SearchMode == "hybrid" || opt.UseGraph) && opt.RecallTopK > recall {
-		recall = opt.RecallTopK
-	}
+	recall := opt.recall()
 	// The graph starts on the query while the base search runs; its
 	// context ends with this query's.
 	var rankGraph func(hits []string) ([]GraphHit, error)
@@ -182,6 +176,34 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 			kw = append(kw, scored{id: h.ID, score: h.Score})
 		}
 	}
+	ranked := rank(vec, kw, opt, recall)
+	if rankGraph != nil {
+		if ranked, err = withGraph(rankGraph, ranked, opt, allow); err != nil {
+			return nil, err
+		}
+	}
+	results, err := r.hydrate(ctx, k.KBID, ranked, opt)
+	if err != nil {
+		return nil, err
+	}
+	return r.finish(ctx, query, results, opt)
+}
+
+// recall is how many candidates a query ranks before hydrating them.
+func (opt Retrieval) recall() int {
+	recall := opt.FinalTopK
+	if opt.UseReranker && opt.RecallTopK > recall {
+		recall = opt.RecallTopK
+	}
+	if (opt.SearchMode == "hybrid" || opt.UseGraph) && opt.RecallTopK > recall {
+		recall = opt.RecallTopK
+	}
+	return recall
+}
+
+// rank orders a query's vector and keyword candidates by the search mode,
+// at most recall of them.
+func rank(vec, kw []scored, opt Retrieval, recall int) []fused {
 	var ranked []fused
 	switch opt.SearchMode {
 	case "vector":
@@ -210,15 +232,13 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 	if len(ranked) > recall {
 		ranked = ranked[:recall]
 	}
-	if rankGraph != nil {
-		if ranked, err = withGraph(rankGraph, ranked, opt, allow); err != nil {
-			return nil, err
-		}
-	}
-	results, err := r.hydrate(ctx, k.KBID, ranked, opt)
-	if err != nil {
-		return nil, err
-	}
+	return ranked
+}
+
+// finish reranks a query's hydrated results when opt says so and keeps
+// the final top k.
+func (r *Retriever) finish(ctx context.Context, query string, results []Result, opt Retrieval) ([]Result, error) {
+	var err error
 	if opt.UseReranker && len(results) > 0 {
 		if results, err = r.rerank(ctx, query, results, opt); err != nil {
 			return nil, err
@@ -228,6 +248,123 @@ func (r *Retriever) query(ctx context.Context, k KB, query string, opt Retrieval
 		results = results[:opt.FinalTopK]
 	}
 	return results, nil
+}
+
+// KeywordManySearcher is a KeywordSearcher that searches several queries
+// at one version of its index, reading that version once
+// (keyword.Index.SearchMany).
+type KeywordManySearcher interface {
+	SearchMany(ctx context.Context, indexID string, queries []string, k int, allow func(docID string) bool) ([][]keyword.Hit, error)
+}
+
+// QueryMany answers each of queries as Query(ctx, k, query, opt, "") does
+// — the same results, scores and order, and errs[i] the error Query would
+// return for queries[i] — doing what the queries share once: one read of
+// the keyword index's version for all their keyword searches and one load
+// of all their chunks (two statements for any number of queries instead of
+// two per query). Vector searches and reranking stay per query. Graph
+// retrieval, connector KBs and a keyword searcher without SearchMany take
+// Query for each query.
+func (r *Retriever) QueryMany(ctx context.Context, k KB, queries []string, opt Retrieval) (res [][]Result, errs []error) {
+	res, errs = make([][]Result, len(queries)), make([]error, len(queries))
+	many, ok := r.keyword.(KeywordManySearcher)
+	if len(queries) == 1 || k.KBType != TypeDocument || opt.UseGraph || !ok && opt.SearchMode != "vector" {
+		for i, q := range queries {
+			res[i], errs[i] = r.Query(ctx, k, q, opt, "")
+		}
+		return res, errs
+	}
+	if len(queries) == 0 {
+		return res, errs
+	}
+	ctx, span := telemetry.StartRetrieval(ctx, k.KBID, opt.FinalTopK)
+	var spanErr error
+	defer func() { span.End(spanErr) }()
+	fail := func(err error) ([][]Result, []error) {
+		spanErr = err
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return make([][]Result, len(queries)), errs
+	}
+	if err := opt.Validate(); err != nil {
+		return fail(err)
+	}
+	recall := opt.recall()
+	texts := make([]string, len(queries))
+	var live []int // the queries that are searched
+	for i, q := range queries {
+		q = strings.TrimSpace(q)
+		switch {
+		case q == "":
+			errs[i] = failure.Unprocessable("empty_query", "query must not be empty")
+		case len(q) > 8000:
+			errs[i] = failure.Unprocessable("query_too_long", "query is longer than 8000 bytes")
+		default:
+			texts[i] = q
+			live = append(live, i)
+		}
+	}
+	vecs := make([][]scored, len(queries))
+	if opt.SearchMode != "keyword" {
+		for _, i := range live {
+			v, err := r.vectorSearch(ctx, k, texts[i], recall, nil)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			vecs[i] = v
+		}
+	}
+	kws := make([][]scored, len(queries))
+	if opt.SearchMode != "vector" {
+		var kwTexts []string
+		var kwOf []int
+		for _, i := range live {
+			if errs[i] == nil {
+				kwTexts, kwOf = append(kwTexts, texts[i]), append(kwOf, i)
+			}
+		}
+		if len(kwTexts) > 0 {
+			hits, err := many.SearchMany(ctx, k.KBID, kwTexts, opt.BM25TopK, nil)
+			if err != nil {
+				return fail(fmt.Errorf("keyword search: %w", err))
+			}
+			for j, i := range kwOf {
+				for _, h := range hits[j] {
+					kws[i] = append(kws[i], scored{id: h.ID, score: h.Score})
+				}
+			}
+		}
+	}
+	ranked := make([][]fused, len(queries))
+	var ids []string
+	seen := map[string]bool{}
+	for _, i := range live {
+		if errs[i] != nil {
+			continue
+		}
+		ranked[i] = rank(vecs[i], kws[i], opt, recall)
+		for _, f := range ranked[i] {
+			if !seen[f.id] {
+				seen[f.id] = true
+				ids = append(ids, f.id)
+			}
+		}
+	}
+	found, err := r.loadChunks(ctx, k.KBID, ids)
+	if err != nil {
+		return fail(err)
+	}
+	for _, i := range live {
+		if errs[i] != nil {
+			continue
+		}
+		res[i], errs[i] = r.finish(ctx, texts[i], results(k.KBID, ranked[i], found, opt), opt)
+	}
+	return res, errs
 }
 
 type scored struct {
@@ -455,6 +592,25 @@ func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, op
 	for i, f := range ranked {
 		ids[i] = f.id
 	}
+	found, err := r.loadChunks(ctx, kbID, ids)
+	if err != nil {
+		return nil, err
+	}
+	return results(kbID, ranked, found, opt), nil
+}
+
+// chunkRow is a loaded chunk as results need it.
+type chunkRow struct {
+	fileID, content, filename string
+	index, tokens             int
+}
+
+// loadChunks loads the chunks of ids that exist, by id.
+func (r *Retriever) loadChunks(ctx context.Context, kbID string, ids []string) (map[string]chunkRow, error) {
+	found := make(map[string]chunkRow, len(ids))
+	if len(ids) == 0 {
+		return found, nil
+	}
 	rows, err := r.db.Query(ctx, `SELECT c.chunk_id, c.file_id, c.chunk_index, c.content, f.filename, c.token_count
 		FROM knowledge_chunks c JOIN knowledge_files f ON f.file_id = c.file_id
 		WHERE c.kb_id = $1 AND c.chunk_id = ANY($2)`, kbID, ids)
@@ -462,14 +618,9 @@ func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, op
 		return nil, fmt.Errorf("load chunks: %w", err)
 	}
 	defer rows.Close()
-	type row struct {
-		fileID, content, filename string
-		index, tokens             int
-	}
-	found := map[string]row{}
 	for rows.Next() {
 		var id string
-		var rw row
+		var rw chunkRow
 		if err := rows.Scan(&id, &rw.fileID, &rw.index, &rw.content, &rw.filename, &rw.tokens); err != nil {
 			return nil, err
 		}
@@ -478,6 +629,11 @@ func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, op
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	return found, nil
+}
+
+// results are the results of ranked ids whose chunk was found, in order.
+func results(kbID string, ranked []fused, found map[string]chunkRow, opt Retrieval) []Result {
 	out := make([]Result, 0, len(ranked))
 	for _, f := range ranked {
 		rw, ok := found[f.id]
@@ -511,7 +667,7 @@ func (r *Retriever) hydrate(ctx context.Context, kbID string, ranked []fused, op
 		}
 		out = append(out, res)
 	}
-	return out, nil
+	return out
 }
 
 func (r *Retriever) rerank(ctx context.Context, query string, results []Result, opt Retrieval) ([]Result, error) {

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -516,5 +518,109 @@ func TestSearchOutput(t *testing.T) {
 	}
 	if out := kb.SearchOutput("kb", nil); out.Results == nil {
 		t.Fatal("no results must encode as [] not null")
+	}
+}
+
+// hashEmbedder embeds any text as a deterministic unit vector of testDim
+// (from its FNV hash), so that every query of a generated corpus has one.
+type hashEmbedder struct{}
+
+func (hashEmbedder) Embed(_ context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	for i, s := range texts {
+		out[i] = hashVec(s)
+	}
+	return out, nil
+}
+func (hashEmbedder) Dim() int      { return testDim }
+func (hashEmbedder) Model() string { return "test:fixed" }
+
+func hashVec(s string) []float32 {
+	h := fnv.New64a()
+	h.Write([]byte(s))
+	x := h.Sum64()
+	v := []float64{float64(x&0xffff) - 32768, float64(x>>16&0xffff) - 32768, float64(x>>32&0xffff) - 32768}
+	n := math.Sqrt(v[0]*v[0] + v[1]*v[1] + v[2]*v[2])
+	if n == 0 {
+		return []float32{1, 0, 0}
+	}
+	return []float32{float32(v[0] / n), float32(v[1] / n), float32(v[2] / n)}
+}
+
+// QueryMany answers every query exactly as Query does, one by one: the
+// same results (ids, contents, scores, metadata) in the same order, and
+// the same per-query errors, in every search mode, over a generated KB of
+// 240 chunks in 6 files with the real keyword index and vectors.
+func testRetrieveQueryMany(t *testing.T, e *env) {
+	k := e.createKB(t, kb.CreateInput{})
+	if err := e.vec.EnsureCollection(e.ctx, k.KBID, testDim); err != nil {
+		t.Fatal(err)
+	}
+	words := strings.Fields(`solar wind water heat power grid panel turbine storage battery cell hydrogen nuclear coal gas
+		oil plant station energy current voltage cable network demand supply price market policy carbon climate
+		emission efficiency loss transfer pump valve pipe boiler steam engine motor rotor blade tower`)
+	rng := rand.New(rand.NewPCG(7, 11))
+	text := func(n int) string {
+		w := make([]string, n)
+		for i := range w {
+			w[i] = words[rng.IntN(len(words))]
+		}
+		return strings.Join(w, " ")
+	}
+	for f := range 6 {
+		contents := make([]string, 40)
+		for i := range contents {
+			contents[i] = fmt.Sprintf("chunk %d of file %d: %s", i, f, text(8+rng.IntN(40)))
+		}
+		file, cs := e.ingest(t, k.KBID, fmt.Sprintf("gen-%d.md", f), contents...)
+		items := make([]vector.Item, len(cs))
+		for i, c := range cs {
+			items[i] = vector.Item{ID: c.ID, Group: file.FileID, Vector: hashVec(contents[i])}
+		}
+		if err := e.vec.Upsert(e.ctx, k.KBID, items); err != nil {
+			t.Fatal(err)
+		}
+	}
+	queries := []string{"", "   ", strings.Repeat("x", 8001), "the of and", "zzz unknown"}
+	for range 25 {
+		queries = append(queries, text(1+rng.IntN(6)))
+	}
+	queries = append(queries, queries[7]) // a query twice
+	rt := kb.NewRetriever(e.pool, e.vec, e.kw, testModels{em: hashEmbedder{}})
+	for _, mode := range []string{"keyword", "vector", "hybrid"} {
+		for _, fusion := range []string{"weighted", "rrf"} {
+			opt := opts(func(o *kb.Retrieval) { o.SearchMode, o.Fusion, o.FinalTopK, o.IncludeDistances = mode, fusion, 7, true })
+			res, errs := rt.QueryMany(e.ctx, k, queries, opt)
+			if len(res) != len(queries) || len(errs) != len(queries) {
+				t.Fatalf("%s/%s: %d results and %d errors for %d queries", mode, fusion, len(res), len(errs), len(queries))
+			}
+			nonEmpty := 0
+			for i, q := range queries {
+				want, wantErr := rt.Query(e.ctx, k, q, opt, "")
+				if fmt.Sprint(errs[i]) != fmt.Sprint(wantErr) {
+					t.Fatalf("%s/%s query %d %.20q: error %v, Query's %v", mode, fusion, i, q, errs[i], wantErr)
+				}
+				got, _ := json.Marshal(res[i])
+				exp, _ := json.Marshal(want)
+				if string(got) != string(exp) {
+					t.Fatalf("%s/%s query %d %q:\nQueryMany %s\nQuery     %s", mode, fusion, i, q, got, exp)
+				}
+				if len(want) > 0 {
+					nonEmpty++
+				}
+			}
+			if nonEmpty < 20 {
+				t.Fatalf("%s/%s: only %d queries found anything: the corpus tests too little", mode, fusion, nonEmpty)
+			}
+		}
+	}
+	// A bad option fails every query, as Query does.
+	bad := opts(func(o *kb.Retrieval) { o.FinalTopK = 0 })
+	_, errs := rt.QueryMany(e.ctx, k, queries[5:8], bad)
+	for i, err := range errs {
+		wantCode(t, err, failure.KindUnprocessable, "invalid_query_params")
+		if i > 2 {
+			t.Fatal("too many errors")
+		}
 	}
 }

@@ -60,6 +60,54 @@ func (ix *Index) Search(ctx context.Context, indexID, query string, k int, allow
 	return ix.score(s, q, k, allow), nil
 }
 
+// SearchMany is Search for each of queries in turn, reading the index's
+// version once: hits[i] is what Search(ctx, indexID, queries[i], k, allow)
+// returns at that version (the same hits, scores and order). An error is
+// every query's.
+func (ix *Index) SearchMany(ctx context.Context, indexID string, queries []string, k int, allow func(docID string) bool) ([][]Hit, error) {
+	hits := make([][]Hit, len(queries))
+	if k <= 0 {
+		return hits, nil
+	}
+	qs := make([][]termTF, len(queries))
+	some := false
+	for i, query := range queries {
+		qs[i] = queryTerms(ix.an.Terms(query))
+		some = some || len(qs[i]) > 0
+	}
+	if !some {
+		return hits, nil
+	}
+	var st indexState
+	err := st.scan(ix.pool.QueryRow(ctx, `SELECT `+stateColumns+` FROM keyword_indexes WHERE index_id = $1`, indexID))
+	if errors.Is(err, pgx.ErrNoRows) {
+		ix.cache.forget(indexID)
+		return hits, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("search keyword index %s: %w", indexID, err)
+	}
+	if st.nDocs == 0 {
+		return hits, nil
+	}
+	s, err := ix.snapshot(ctx, indexID, st)
+	if err != nil {
+		return nil, err
+	}
+	for i, q := range qs {
+		switch {
+		case len(q) == 0:
+		case s == nil:
+			if hits[i], err = ix.searchSQL(ctx, indexID, q, k, allow); err != nil {
+				return nil, err
+			}
+		default:
+			hits[i] = ix.score(s, q, k, allow)
+		}
+	}
+	return hits, nil
+}
+
 // queryTerms counts the distinct terms of a query, in first-occurrence order.
 func queryTerms(terms []string) []termTF {
 	q := make([]termTF, 0, len(terms))
