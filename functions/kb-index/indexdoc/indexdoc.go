@@ -123,7 +123,7 @@ func (h *Handler) Parsed(ctx context.Context, in events.DocumentParsed) error {
 }
 
 func (h *Handler) index(ctx context.Context, f kb.File) error {
-	k, err := h.kbs.Load(ctx, f.KBID)
+	k, err := h.kbs.LoadSettings(ctx, f.KBID) // not Load: its file count would make ingestion grow with the square of the files
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func graphCollection(kbID string) string { return kb.GraphCollection(kbID) }
 const embedBatch = 64
 
 func (g graphVectors) embed(ctx context.Context, kbID string, texts []string) ([][]float32, error) {
-	k, err := g.kbs.Load(ctx, kbID)
+	k, err := g.kbs.LoadSettings(ctx, kbID) // the models only, per batch: no file count
 	if err != nil {
 		return nil, err
 	}
