@@ -30,6 +30,7 @@ import (
 const (
 	evalTickTarget = 2.0
 	evalTicks      = 40
+	evalTickWarm   = 5 // ticks and relays before timing, as figure 1 warms its steps
 )
 
 // evalProbe is a publisher in front of the evaluate function's router that
@@ -124,7 +125,7 @@ func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 			"by the outbox relay to it in process, which chains the following batches (the defaults: batches of YUXI_EVAL_BATCH_SIZE "+
 			"items, YUXI_EVAL_CONCURRENCY at once); floor: "+
 			"the same 300 queries one after another through kb.Retriever.Query, 300 × their p50. Ticks: "+fmt.Sprint(evalTicks)+
-			" scheduler ticks delivered to the evaluate handler, each starting one due run (a one-item dataset), timed to the "+
+			" scheduler ticks (after "+fmt.Sprint(evalTickWarm)+" untimed ones) delivered to the evaluate handler, each starting one due run (a one-item dataset), timed to the "+
 			"relay's delivery of its first batch event; floor: an outbox transaction of one event, timed to its delivery")
 	kn, err := e.knowledge(ctx)
 	if err != nil {
@@ -287,7 +288,10 @@ func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 	e.Progress("figure 18: %d ticks and %d one-event relays", evalTicks, evalTicks)
 	base := sc.CreatedAt.Truncate(time.Minute).Add(time.Minute)
 	var tick, relay, handler benchkit.Samples
-	for i := range evalTicks {
+	for i := range evalTickWarm + evalTicks {
+		// The first ticks and relays of the process pay for statement
+		// preparation and cold catalog caches; they are run, not timed.
+		timed := i >= evalTickWarm
 		// The floor: one event committed through the outbox, to its delivery
 		// (a batch of no run: the handler's no-op).
 		fake := fmt.Sprintf("run_%08x", i)
@@ -301,7 +305,9 @@ func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 		if err != nil {
 			return err
 		}
-		relay = append(relay, d)
+		if timed {
+			relay = append(relay, d)
+		}
 
 		// A tick: the handler starts the due run; its first batch event is
 		// the evaluation's start.
@@ -315,7 +321,9 @@ func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 		if res := router.Deliver(ctx, ev); res.Err != nil {
 			return res.Err
 		}
-		handler = append(handler, time.Since(t0))
+		if timed {
+			handler = append(handler, time.Since(t0))
+		}
 		var started string
 		if err := app.Pool.QueryRow(ctx, `SELECT COALESCE(run_id, '') FROM evaluation_schedule_fires WHERE schedule_id = $1 AND due_at = $2`,
 			sc.ScheduleID, at).Scan(&started); err != nil || started == "" {
@@ -325,7 +333,9 @@ func figEval(ctx context.Context, e *env, r *benchkit.Report) error {
 		if err != nil {
 			return err
 		}
-		tick = append(tick, d)
+		if timed {
+			tick = append(tick, d)
+		}
 		if _, err := waitRunStatus(ctx, app, started, time.Minute); err != nil {
 			return err
 		}
