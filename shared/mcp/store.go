@@ -321,30 +321,50 @@ func (st *Store) seal(s Server) (sealed string, names []string, err error) {
 const cols = `slug, name, description, transport, url, headers_sealed, header_names, coalesce(timeout_s, 0),
 	coalesce(sse_read_timeout_s, 0), tags, icon, enabled, disabled_tools, config_hash, created_by, updated_by, created_at, updated_at`
 
+// optionalCols are cols of a row s of mcp_servers that may be missing (the
+// right side of a LEFT JOIN): a missing row reads as zero values, in the
+// types serverDest scans.
+const optionalCols = `coalesce(s.slug, ''), coalesce(s.name, ''), coalesce(s.description, ''), coalesce(s.transport, ''),
+	coalesce(s.url, ''), coalesce(s.headers_sealed, ''), coalesce(s.header_names, '[]'), coalesce(s.timeout_s, 0),
+	coalesce(s.sse_read_timeout_s, 0), coalesce(s.tags, '[]'), coalesce(s.icon, ''), coalesce(s.enabled, false),
+	coalesce(s.disabled_tools, '[]'), coalesce(s.config_hash, ''), coalesce(s.created_by, ''), coalesce(s.updated_by, ''),
+	coalesce(s.created_at, 'epoch'), coalesce(s.updated_at, 'epoch')`
+
 func (st *Store) scan(row pgx.Row) (Server, error) { return st.scanAfter(row) }
 
 // scanAfter scans a row of extra columns followed by cols.
 func (st *Store) scanAfter(row pgx.Row, extra ...any) (Server, error) {
 	var s Server
 	var sealed string
-	if err := row.Scan(append(extra, &s.Slug, &s.Name, &s.Description, &s.Transport, &s.URL, &sealed, &s.HeaderNames, &s.Timeout,
-		&s.SSEReadTimeout, &s.Tags, &s.Icon, &s.Enabled, &s.DisabledTools, &s.ConfigHash, &s.CreatedBy, &s.UpdatedBy,
-		&s.CreatedAt, &s.UpdatedAt)...); err != nil {
+	if err := row.Scan(append(extra, serverDest(&s, &sealed)...)...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return Server{}, ErrNotFound
 		}
 		return Server{}, err
 	}
-	if sealed != "" {
-		plain, err := st.sealer.Open(sealed, headersAD(s.Slug))
-		if err != nil {
-			return Server{}, fmt.Errorf("open headers of MCP server %s: %w", s.Slug, err)
-		}
-		if err := json.Unmarshal([]byte(plain), &s.Headers); err != nil {
-			return Server{}, fmt.Errorf("headers of MCP server %s: %w", s.Slug, err)
-		}
+	return s, st.openHeaders(&s, sealed)
+}
+
+// serverDest are the scan destinations of cols.
+func serverDest(s *Server, sealed *string) []any {
+	return []any{&s.Slug, &s.Name, &s.Description, &s.Transport, &s.URL, sealed, &s.HeaderNames, &s.Timeout,
+		&s.SSEReadTimeout, &s.Tags, &s.Icon, &s.Enabled, &s.DisabledTools, &s.ConfigHash, &s.CreatedBy, &s.UpdatedBy,
+		&s.CreatedAt, &s.UpdatedAt}
+}
+
+// openHeaders opens a scanned server's sealed headers into s.Headers.
+func (st *Store) openHeaders(s *Server, sealed string) error {
+	if sealed == "" {
+		return nil
 	}
-	return s, nil
+	plain, err := st.sealer.Open(sealed, headersAD(s.Slug))
+	if err != nil {
+		return fmt.Errorf("open headers of MCP server %s: %w", s.Slug, err)
+	}
+	if err := json.Unmarshal([]byte(plain), &s.Headers); err != nil {
+		return fmt.Errorf("headers of MCP server %s: %w", s.Slug, err)
+	}
+	return nil
 }
 
 // Get returns one server with its headers opened.

@@ -326,6 +326,54 @@ func (ts *Toolset) Resolve(ctx context.Context, runID, name string) (tool.Tool, 
 	return mcpTool{ts: ts, entry: e, serverErr: ErrNotFound}, true, nil
 }
 
+// lookupSQL is Resolve's read as a LATERAL subquery over a tool call's row t
+// (run.Joined): the call's entry in its run's manifest when its name is an
+// MCP tool's (NULL when it is not, when the run has no manifest or the tool
+// is not in it), and the current row of that entry's server (found: it still
+// exists). Exactly one row.
+const lookupSQL = `SELECT e.entry, s.slug IS NOT NULL AS found, ` + optionalCols + `
+	FROM (SELECT CASE WHEN starts_with(t.tool_name, '` + Prefix + `') THEN (
+		SELECT te FROM run_tool_manifests m CROSS JOIN LATERAL jsonb_array_elements(m.manifest->'tools') te
+		WHERE m.run_id = t.run_id AND te->>'name' = t.tool_name AND te->>'layer' = 'mcp' LIMIT 1) END AS entry) e
+	LEFT JOIN mcp_servers s ON s.slug = e.entry->>'server'`
+
+// Lookup is Resolve made part of the statement that loads a tool call
+// (run.Store.GetToolCallAndRunWith: one round trip for both, instead of one
+// more for Resolve). sql and dest go into that statement (run.Joined); once
+// it has been read, resolve answers as Resolve would for the call's tool
+// name, with the server's row as that statement read it — in this
+// invocation, before the call, so Invoke's check where the effect happens
+// is unchanged. Only the tool's own manifest entry is read and decoded, not
+// the whole manifest. A Lookup serves one statement.
+func (ts *Toolset) Lookup() (sql string, dest []any, resolve func(name string) (tool.Tool, bool, error)) {
+	var (
+		entry  []byte
+		found  bool
+		s      Server
+		sealed string
+	)
+	dest = append([]any{&entry, &found}, serverDest(&s, &sealed)...)
+	return lookupSQL, dest, func(name string) (tool.Tool, bool, error) {
+		if !strings.HasPrefix(name, Prefix) || entry == nil {
+			return nil, false, nil // not an MCP tool of the run's manifest
+		}
+		var e ManifestTool
+		if err := json.Unmarshal(entry, &e); err != nil {
+			return nil, false, fmt.Errorf("tool manifest entry %s: %w", name, err)
+		}
+		if e.Name != name || e.Layer != "mcp" || e.Spec == nil { // as mcpEntry
+			return nil, false, nil
+		}
+		if !found {
+			return mcpTool{ts: ts, entry: e, serverErr: ErrNotFound}, true, nil
+		}
+		if err := ts.store.openHeaders(&s, sealed); err != nil {
+			return nil, false, err
+		}
+		return mcpTool{ts: ts, entry: e, server: s}, true, nil
+	}
+}
+
 // mcpTool runs one MCP tool of a run's manifest.
 type mcpTool struct {
 	ts    *Toolset

@@ -62,6 +62,23 @@ var ErrToolCallNotFound = errors.New("tool call not found")
 // GetToolCallAndRun loads one tool call of a run together with its run, in
 // one statement (what tool-invoke needs before it runs the call).
 func (s *Store) GetToolCallAndRun(ctx context.Context, runID, toolCallID string) (ToolCall, Run, error) {
+	return s.GetToolCallAndRunWith(ctx, runID, toolCallID, Joined{})
+}
+
+// Joined is a read of another package that rides along GetToolCallAndRunWith's
+// statement, so that what the call needs next costs no round trip of its own
+// (tool-invoke: the MCP layer's manifest entry and server row of the call's
+// tool). SQL is a LATERAL subquery that may refer to the call's row as t
+// (t.run_id, t.tool_name, …) and must return exactly one row; its columns are
+// scanned into Dest, in order. A zero Joined reads nothing more.
+type Joined struct {
+	SQL  string
+	Dest []any
+}
+
+// GetToolCallAndRunWith is GetToolCallAndRun with j's columns read in the
+// same statement.
+func (s *Store) GetToolCallAndRunWith(ctx context.Context, runID, toolCallID string, j Joined) (ToolCall, Run, error) {
 	var (
 		t       ToolCall
 		r       Run
@@ -69,8 +86,14 @@ func (s *Store) GetToolCallAndRun(ctx context.Context, runID, toolCallID string)
 	)
 	dest := append([]any{&t.ID, &t.RunID, &t.StepNo, &t.MessageID, &t.Index, &t.ToolCallID, &t.Name, &t.Input, &t.Output,
 		&t.Status, &t.Error, &t.CreatedAt, &t.FinishedAt}, runDest(&r, &payload)...)
-	err := s.pool.QueryRow(ctx, `SELECT `+prefixed("t", toolCols)+`, `+prefixed("r", runCols)+`
-		FROM tool_calls t JOIN agent_runs r ON r.id = t.run_id WHERE t.run_id = $1 AND t.tool_call_id = $2`, runID, toolCallID).Scan(dest...)
+	sql := `SELECT ` + prefixed("t", toolCols) + `, ` + prefixed("r", runCols)
+	from := ` FROM tool_calls t JOIN agent_runs r ON r.id = t.run_id`
+	if j.SQL != "" {
+		sql += `, j.*`
+		from += ` LEFT JOIN LATERAL (` + j.SQL + `) j ON true`
+		dest = append(dest, j.Dest...)
+	}
+	err := s.pool.QueryRow(ctx, sql+from+` WHERE t.run_id = $1 AND t.tool_call_id = $2`, runID, toolCallID).Scan(dest...)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, r, ErrToolCallNotFound
 	}

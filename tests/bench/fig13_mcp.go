@@ -28,8 +28,8 @@ const (
 func figMCP(ctx context.Context, e *env, r *benchkit.Report) error {
 	r.Section("[13] MCP call round trip through tool-invoke",
 		"toolinvoke.Handle of one pending call of get-sum on @modelcontextprotocol/server-everything (streamable HTTP, "+
-			"loopback): load the call and run, resolve the tool from the run's manifest with the server's current row (one statement; "+
-			"the handler's own MCP layer, as a tool-invoke process of its own, so no manifest is cached), re-check the server, call it on the "+
+			"loopback): load the call and run with the tool's manifest entry and the server's current row (one statement; "+
+			"the handler's own MCP layer, as a tool-invoke process of its own, so nothing is cached), re-check the server, call it on the "+
 			"pooled session, record the result and ready the next step; floor: the same CallTool with the Go SDK on a "+
 			"connected session, timed alternately")
 	srv, err := mcpeverything.Start(ctx)

@@ -24,6 +24,9 @@ type Server struct {
 	URL string
 	// Calls counts tools/call requests served.
 	Calls atomic.Int64
+	// Header is the last request's X-Test header (a configured header's
+	// value reaching the server).
+	Header atomic.Value
 }
 
 type addIn struct {
@@ -50,7 +53,11 @@ func Start(t testing.TB) *Server {
 			s.Calls.Add(1)
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: in.Text}}}, nil, nil
 		})
-	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.Header.Store(r.Header.Get("X-Test"))
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	s.URL = hs.URL + "/mcp"
 	return s

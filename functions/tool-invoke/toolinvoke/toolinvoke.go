@@ -49,6 +49,14 @@ type RunTools interface {
 	Resolve(ctx context.Context, runID, name string) (tool.Tool, bool, error)
 }
 
+// CallLookup is a RunTools whose read rides along the statement that loads
+// the call (*mcp.Toolset's Lookup; see run.Joined): one round trip for the
+// call, its run and the MCP tool with its server's current row. resolve,
+// called once that statement was read, answers as RunTools.Resolve.
+type CallLookup interface {
+	Lookup() (sql string, dest []any, resolve func(name string) (tool.Tool, bool, error))
+}
+
 // SkillTools reports whether a run's skills depend on a tool (the run may
 // execute it even when the agent's own tool selection leaves it out; the
 // model only saw it after activating the skill).
@@ -88,6 +96,7 @@ type Handler struct {
 	stream Stream
 	cfg    Config
 	log    *slog.Logger
+	lookup CallLookup // cfg.RunTools, when it is one
 }
 
 // New returns the handler.
@@ -104,7 +113,8 @@ func New(runs *run.Store, tools Tools, stream Stream, cfg Config, log *slog.Logg
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Handler{runs: runs, tools: tools, stream: stream, cfg: cfg, log: log}
+	lookup, _ := cfg.RunTools.(CallLookup)
+	return &Handler{runs: runs, tools: tools, stream: stream, cfg: cfg, log: log, lookup: lookup}
 }
 
 // Register adds the handler to a function router.
@@ -118,7 +128,16 @@ func (h *Handler) crash(point string) {
 
 // Handle runs one tool call.
 func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error {
-	tc, r, err := h.runs.GetToolCallAndRun(ctx, in.RunID, in.ToolCallID)
+	// The call, its run and (RunTools) its MCP tool with the server's current
+	// row: one statement.
+	var (
+		joined  run.Joined
+		resolve func(string) (tool.Tool, bool, error)
+	)
+	if h.lookup != nil {
+		joined.SQL, joined.Dest, resolve = h.lookup.Lookup()
+	}
+	tc, r, err := h.runs.GetToolCallAndRunWith(ctx, in.RunID, in.ToolCallID, joined)
 	if errors.Is(err, run.ErrToolCallNotFound) {
 		return faas.Permanent(fmt.Errorf("unknown tool call %s of run %s", in.ToolCallID, in.RunID))
 	}
@@ -143,7 +162,7 @@ func (h *Handler) Handle(ctx context.Context, in events.ToolCallRequested) error
 		h.toolEvent(ctx, r, tc, runstream.ToolEventData{Event: runstream.ToolStarted})
 	}()
 	tctx, span := telemetry.StartToolCall(ctx, tc.Name, tc.ToolCallID, telemetry.Who{UserID: r.UID, ThreadID: r.ThreadID, RunID: r.ID, Agent: r.AgentSlug})
-	res, err = h.invoke(tctx, r, tc)
+	res, err = h.invoke(tctx, r, tc, resolve)
 	span.End(err)
 	if err != nil {
 		<-started
@@ -187,12 +206,19 @@ func (h *Handler) offload(ctx context.Context, r run.Run, tc run.ToolCall, res t
 	return res, nil
 }
 
-func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall) (tool.Result, error) {
+// invoke runs the call; resolve, when set, resolves the names of the run's
+// MCP tools from what the call's load read (else RunTools.Resolve reads it).
+func (h *Handler) invoke(ctx context.Context, r run.Run, tc run.ToolCall, resolve func(string) (tool.Tool, bool, error)) (tool.Result, error) {
 	t, ok := h.tools.Get(tc.Name)
 	fromManifest := false
 	if !ok && h.cfg.RunTools != nil {
 		var err error
-		if t, ok, err = h.cfg.RunTools.Resolve(ctx, r.ID, tc.Name); err != nil {
+		if resolve != nil {
+			t, ok, err = resolve(tc.Name)
+		} else {
+			t, ok, err = h.cfg.RunTools.Resolve(ctx, r.ID, tc.Name)
+		}
+		if err != nil {
 			return tool.Result{}, err
 		}
 		fromManifest = ok
