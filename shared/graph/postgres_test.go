@@ -190,6 +190,34 @@ func TestPostgresPrunedExpansionAndRankMentioned(t *testing.T) {
 			t.Fatalf("RankMentioned = %v, RankChunks = %v", ranked, want)
 		}
 	}
+	// Ties (every leaf's chunk scores the same) go by chunk id in byte
+	// order, entities without mass lend nothing, and limit 0 is all of
+	// them, whatever the limit cuts.
+	flat := map[string]float64{hub: 0}
+	var fw []float64
+	for i, id := range ents {
+		s := 0.0
+		if i%3 != 0 {
+			s = 0.25
+		}
+		flat[id] = s
+		fw = append(fw, s)
+	}
+	for _, limit := range []int{0, 1, 7, 29, 30, 100} {
+		want := graph.RankChunks(flat, mentions, limit)
+		got, err := e.RankMentioned(ctx, "kb", ents, fw, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("limit %d: RankMentioned = %v, RankChunks = %v", limit, got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("limit %d: RankMentioned = %v, RankChunks = %v", limit, got, want)
+			}
+		}
+	}
 }
 
 // Settle leaves the graph tables analysed and their pages all-visible, so
