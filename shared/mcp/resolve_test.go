@@ -3,8 +3,6 @@ package mcp_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -12,16 +10,10 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/mcp"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/run/runtest"
-	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/tests/mcpfixture"
 )
-
-// openGuard lets the test reach its loopback fixture server.
-type openGuard struct{}
-
-func (openGuard) CheckURL(context.Context, *url.URL) error { return nil }
-func (openGuard) Client() *http.Client                     { return &http.Client{} }
 
 // A tool-invoke process resolves a run's MCP tool with the server's
 // configuration read in the same round trip (or from its cached, write-once
@@ -32,12 +24,9 @@ func TestResolveReadsTheServerWithTheManifest(t *testing.T) {
 	ctx := context.Background()
 	f := runtest.New(t)
 	fx := mcpfixture.Start(t)
-	keys, err := secret.New("resolve-test-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := secrettest.Ring(t, "resolve-test-key-0123456789abcdef0123456789")
 	open := func() *mcp.Toolset { // a process of its own: empty caches
-		ts := mcp.Open(f.Pool, keys, openGuard{}, nil)
+		ts := mcp.Open(f.Pool, keys, mcpfixture.OpenGuard{}, nil)
 		t.Cleanup(ts.Pool().Close)
 		return ts
 	}
@@ -113,11 +102,8 @@ func TestLookupResolvesWithTheCallsLoad(t *testing.T) {
 	ctx := context.Background()
 	f := runtest.New(t)
 	fx := mcpfixture.Start(t)
-	keys, err := secret.New("resolve-test-key-0123456789abcdef0123456789")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := mcp.Open(f.Pool, keys, openGuard{}, nil)
+	keys := secrettest.Ring(t, "resolve-test-key-0123456789abcdef0123456789")
+	ts := mcp.Open(f.Pool, keys, mcpfixture.OpenGuard{}, nil)
 	t.Cleanup(ts.Pool().Close)
 	name, transport := "fx", "streamable_http"
 	if _, err := ts.Store().Create(ctx, mcp.Input{Name: &name, Transport: &transport, URL: &fx.URL, Headers: map[string]string{"X-Test": "sealed-1"}}, "adm"); err != nil {
@@ -140,7 +126,7 @@ func TestLookupResolvesWithTheCallsLoad(t *testing.T) {
 	if _, err := f.Runs.CommitStep(ctx, run.StepCommit{Run: c.Run, StepNo: 1, Owner: run.Owner{Worker: "w", Attempt: c.Attempt}, StartedAt: time.Now(), ToolCalls: calls}); err != nil {
 		t.Fatal(err)
 	}
-	invoke := mcp.Open(f.Pool, keys, openGuard{}, nil) // a tool-invoke process of its own: nothing cached
+	invoke := mcp.Open(f.Pool, keys, mcpfixture.OpenGuard{}, nil) // a tool-invoke process of its own: nothing cached
 	t.Cleanup(invoke.Pool().Close)
 	lookup := func(i int) (tool.Result, bool) {
 		t.Helper()

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync/atomic"
 	"testing"
 
@@ -62,3 +63,13 @@ func Start(t testing.TB) *Server {
 	s.URL = hs.URL + "/mcp"
 	return s
 }
+
+// OpenGuard is an outbound guard that lets a test reach its loopback fixture
+// server (the production guard denies loopback).
+type OpenGuard struct{}
+
+// CheckURL allows every URL.
+func (OpenGuard) CheckURL(context.Context, *url.URL) error { return nil }
+
+// Client is a plain HTTP client.
+func (OpenGuard) Client() *http.Client { return &http.Client{} }

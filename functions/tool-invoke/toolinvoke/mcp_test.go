@@ -2,8 +2,6 @@ package toolinvoke_test
 
 import (
 	"context"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,16 +11,10 @@ import (
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/run/runtest"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
-	"github.com/yuxi-serverless/yuxi/shared/secret"
+	"github.com/yuxi-serverless/yuxi/shared/secret/secrettest"
 	"github.com/yuxi-serverless/yuxi/shared/tool"
 	"github.com/yuxi-serverless/yuxi/tests/mcpfixture"
 )
-
-// openGuard lets the test reach its loopback fixture server.
-type openGuard struct{}
-
-func (openGuard) CheckURL(context.Context, *url.URL) error { return nil }
-func (openGuard) Client() *http.Client                     { return &http.Client{} }
 
 // readCountingTools is the MCP layer, counting the reads of its own that
 // resolving a tool takes (Resolve); its Lookup rides along the call's load.
@@ -45,18 +37,15 @@ func TestAnMCPCallIsResolvedWithTheCallsLoad(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
 	fx := mcpfixture.Start(t)
-	keys, err := secret.New("toolinvoke-test-key-0123456789abcdef012345")
-	if err != nil {
-		t.Fatal(err)
-	}
+	keys := secrettest.Ring(t, "toolinvoke-test-key-0123456789abcdef012345")
 	f := runtest.NewStreamed(t)
-	step := mcp.Open(f.Pool, keys, openGuard{}, nil) // agent-step's layer: records the manifest
+	step := mcp.Open(f.Pool, keys, mcpfixture.OpenGuard{}, nil) // agent-step's layer: records the manifest
 	t.Cleanup(step.Pool().Close)
 	name, transport := "fx", "streamable_http"
 	if _, err := step.Store().Create(ctx, mcp.Input{Name: &name, Transport: &transport, URL: &fx.URL}, "adm"); err != nil {
 		t.Fatal(err)
 	}
-	rt := &readCountingTools{Toolset: mcp.Open(f.Pool, keys, openGuard{}, nil)}
+	rt := &readCountingTools{Toolset: mcp.Open(f.Pool, keys, mcpfixture.OpenGuard{}, nil)}
 	t.Cleanup(rt.Pool().Close)
 	e := env{Fixture: f, h: toolinvoke.New(f.Runs, tool.NewRegistry(), f.Stream, toolinvoke.Config{RunTools: rt}, nil)}
 	id, calls := e.stepWithCalls([2]string{"mcp__fx__add", `{"a":2,"b":3}`}, [2]string{"mcp__fx__echo", `{"text":"hi"}`})
