@@ -92,18 +92,28 @@ func (s *Service) newDraft(sub access.Subject, source, from string) Draft {
 		DefaultShareConfig: share, AllowedAccessLevels: AllowedAccessLevels(sub)}
 }
 
-// stage parses one skill's files and stores them under the draft.
-func (s *Service) stage(ctx context.Context, draftID string, files []File) (DraftItem, error) {
+// parseFiles reads the SKILL.md at the root of one skill's files and checks
+// their count against the archive limits.
+func (s *Service) parseFiles(files []File) (Meta, error) {
 	md, ok := skillMD(files)
 	if !ok {
-		return DraftItem{}, failure.Unprocessable("invalid_skill_md", "the skill has no SKILL.md at its root")
+		return Meta{}, failure.Unprocessable("invalid_skill_md", "the skill has no SKILL.md at its root")
 	}
 	m, err := ParseSkillMD(md)
 	if err != nil {
-		return DraftItem{}, err
+		return Meta{}, err
 	}
 	if len(files) > s.cfg.Limits.MaxEntries {
-		return DraftItem{}, failure.Unprocessable(CodeArchiveEntries, "the skill has %d files (limit %d)", len(files), s.cfg.Limits.MaxEntries)
+		return Meta{}, failure.Unprocessable(CodeArchiveEntries, "the skill has %d files (limit %d)", len(files), s.cfg.Limits.MaxEntries)
+	}
+	return m, nil
+}
+
+// stage parses one skill's files and stores them under the draft.
+func (s *Service) stage(ctx context.Context, draftID string, files []File) (DraftItem, error) {
+	m, err := s.parseFiles(files)
+	if err != nil {
+		return DraftItem{}, err
 	}
 	item := DraftItem{DraftItemID: newID()[:16], OriginalName: m.Slug, Name: m.Name, Description: m.Description,
 		ToolDependencies: m.ToolDependencies, MCPDependencies: m.MCPDependencies, SkillDependencies: m.SkillDependencies,

@@ -209,17 +209,11 @@ func (s *Service) installSource(ctx context.Context, c tool.Call, source string)
 // the slug). The same SKILL.md already there is success (a redelivered
 // call); another one is personal_skill_exists.
 func (s *Service) installPersonalFiles(ctx context.Context, sub access.Subject, files []File) (RunSkill, error) {
-	md, ok := skillMD(files)
-	if !ok {
-		return RunSkill{}, failure.Unprocessable("invalid_skill_md", "the skill has no SKILL.md at its root")
-	}
-	m, err := ParseSkillMD(md)
+	m, err := s.parseFiles(files)
 	if err != nil {
 		return RunSkill{}, err
 	}
-	if len(files) > s.cfg.Limits.MaxEntries {
-		return RunSkill{}, failure.Unprocessable(CodeArchiveEntries, "the skill has %d files (limit %d)", len(files), s.cfg.Limits.MaxEntries)
-	}
+	md, _ := skillMD(files) // there: parseFiles read it
 	dir, sc := fmt.Sprintf(personalRel, m.Slug), personalScope(sub.UID)
 	files = slices.Clone(files)
 	sort.Slice(files, func(i, j int) bool {
