@@ -330,11 +330,13 @@ func (ts *Toolset) Resolve(ctx context.Context, runID, name string) (tool.Tool, 
 // (run.Joined): the call's entry in its run's manifest when its name is an
 // MCP tool's (NULL when it is not, when the run has no manifest or the tool
 // is not in it), and the current row of that entry's server (found: it still
-// exists). Exactly one row.
+// exists). Exactly one row. OFFSET 0 keeps e from being inlined: entry is
+// used twice, and inlined it would unpack the manifest twice.
 const lookupSQL = `SELECT e.entry, s.slug IS NOT NULL AS found, ` + optionalCols + `
 	FROM (SELECT CASE WHEN starts_with(t.tool_name, '` + Prefix + `') THEN (
 		SELECT te FROM run_tool_manifests m CROSS JOIN LATERAL jsonb_array_elements(m.manifest->'tools') te
-		WHERE m.run_id = t.run_id AND te->>'name' = t.tool_name AND te->>'layer' = 'mcp' LIMIT 1) END AS entry) e
+		WHERE m.run_id = t.run_id AND te->>'name' = t.tool_name AND te->>'layer' = 'mcp' LIMIT 1) END AS entry
+		OFFSET 0) e
 	LEFT JOIN mcp_servers s ON s.slug = e.entry->>'server'`
 
 // Lookup is Resolve made part of the statement that loads a tool call

@@ -42,6 +42,13 @@ type Pending struct {
 type Row struct {
 	ID    int64
 	Event cloudevents.Event
+	// Before, when set, is work the event must follow: the relay runs it
+	// once, just before it first publishes the row (e.g. the run stream's
+	// events a consumer of the event must find already there), so the
+	// producer returns without waiting for it. Like the fast path itself
+	// it is best effort: a row the sweep republishes after a crash has no
+	// Before. Without a relay (Outbox.Publish with none) it runs at once.
+	Before func(ctx context.Context)
 }
 
 // Writer writes outbox rows inside a caller's transaction.
@@ -304,5 +311,11 @@ func (w Writer) InsertCTE(ctx context.Context, p Pending, name, guard string, fi
 func (o *Outbox) Publish(ctx context.Context, rows []Row) {
 	if o.Relay != nil && len(rows) > 0 {
 		o.Relay.Publish(ctx, rows)
+		return
+	}
+	for _, row := range rows {
+		if row.Before != nil {
+			row.Before(ctx)
+		}
 	}
 }

@@ -358,3 +358,49 @@ func TestLanesBoundTheirTypeAndLeaveOthersFree(t *testing.T) {
 		t.Fatalf("%d uploads published at once in a lane of 1", g.peak)
 	}
 }
+
+// A row's Before runs once, before its event is published, without the
+// producer waiting for it; with no relay it runs at once.
+func TestBeforeRunsAheadOfTheEventWithoutBlockingTheProducer(t *testing.T) {
+	t.Parallel()
+	pool, _ := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	pub := newFlaky()
+	ob := start(t, pool, pub, time.Second)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := ob.Writer.Write(ctx, tx, outbox.Pending{Payload: events.SweepRequested{}})
+	if err != nil || tx.Commit(ctx) != nil {
+		t.Fatalf("write: %v", err)
+	}
+	release, ran := make(chan struct{}), 0
+	seenAtBefore := -1
+	rows[0].Before = func(context.Context) {
+		<-release
+		seenAtBefore = pub.count(rows[0].Event.ID())
+		ran++
+	}
+	returned := make(chan struct{})
+	go func() { ob.Publish(ctx, rows); close(returned) }()
+	select {
+	case <-returned: // while Before still waits
+	case <-time.After(10 * time.Second):
+		t.Fatal("Publish waited for the row's Before")
+	}
+	close(release)
+	if id := <-pub.ch; id != rows[0].Event.ID() {
+		t.Fatalf("published %s", id)
+	}
+	ob.Relay.Wait()
+	if ran != 1 || seenAtBefore != 0 {
+		t.Errorf("Before ran %d times, seeing %d publications (want once, before the event)", ran, seenAtBefore)
+	}
+
+	calls := 0
+	(&outbox.Outbox{Writer: ob.Writer}).Publish(ctx, []outbox.Row{{ID: 1, Before: func(context.Context) { calls++ }}})
+	if calls != 1 {
+		t.Errorf("without a relay Before ran %d times, want 1 at once", calls)
+	}
+}

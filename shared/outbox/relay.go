@@ -128,7 +128,8 @@ func (r *Relay) slot(typ string) chan struct{} {
 }
 
 // Publish hands committed rows to the publisher asynchronously. Call it only
-// after the transaction that wrote rows committed. It never blocks on delivery.
+// after the transaction that wrote rows committed. It never blocks on delivery
+// (unless Sync); each row's Before runs in its delivery, ahead of the event.
 func (r *Relay) Publish(ctx context.Context, rows []Row) {
 	ctx = context.WithoutCancel(ctx) // the producer's request may end; publication must not
 	var wg sync.WaitGroup
@@ -136,6 +137,9 @@ func (r *Relay) Publish(ctx context.Context, rows []Row) {
 		r.mu.Lock()
 		if _, busy := r.inflight[row.ID]; busy {
 			r.mu.Unlock()
+			if row.Before != nil {
+				row.Before(ctx) // a row's Before is never dropped
+			}
 			continue
 		}
 		r.inflight[row.ID] = struct{}{}
@@ -160,6 +164,9 @@ func (r *Relay) deliver(ctx context.Context, row Row) {
 		delete(r.inflight, row.ID)
 		r.mu.Unlock()
 	}()
+	if row.Before != nil {
+		row.Before(ctx) // ahead of the lane: it only has to precede the event
+	}
 	sem := r.slot(row.Event.Type())
 	sem <- struct{}{}
 	defer func() { <-sem }()

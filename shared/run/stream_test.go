@@ -2,10 +2,15 @@ package run_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	cloudevents "github.com/cloudevents/sdk-go/v2"
+
+	"github.com/yuxi-serverless/yuxi/events"
+	"github.com/yuxi-serverless/yuxi/shared/outbox"
 	"github.com/yuxi-serverless/yuxi/shared/run"
 	"github.com/yuxi-serverless/yuxi/shared/run/runtest"
 	"github.com/yuxi-serverless/yuxi/shared/runstream"
@@ -131,5 +136,62 @@ func TestAnInterruptingToolResultPrecedesTheClosingEvents(t *testing.T) {
 	}
 	if n := len(s.read(*in.RunID)); n != 4 {
 		t.Errorf("a duplicate result wrote to the stream: %d entries", n)
+	}
+}
+
+// A result that readies the next step streams its events before step.ready
+// is published (so before anything the next step streams), and the caller
+// does not wait for that append.
+func TestAResultsStreamEventsPrecedeTheNextStepsEvent(t *testing.T) {
+	t.Parallel()
+	f := runtest.NewStreamed(t)
+	ctx := context.Background()
+	seen := make(chan []runtest.StreamEntry, 1)
+	relay := outbox.NewRelay(f.Pool, outbox.PublisherFunc(func(_ context.Context, ev cloudevents.Event) error {
+		if ev.Type() == events.TypeStepReady {
+			var p events.StepReady
+			_ = json.Unmarshal(ev.Data(), &p)
+			seen <- f.Stream.Read(p.RunID) // the stream as the next step would find it
+		}
+		return nil
+	}), outbox.RelayConfig{Claim: 5 * time.Second, AckInterval: time.Millisecond}, nil)
+	t.Cleanup(relay.Wait)
+	runs := run.NewStore(f.Pool, &outbox.Outbox{Writer: f.Outbox.Writer, Relay: relay}, f.Stream.Writer, nil)
+
+	alice := f.User("alice")
+	in := f.MustSubmit(alice, f.Thread("alice"), "add", "")
+	c, err := runs.Claim(ctx, *in.RunID, 1, "w", time.Minute)
+	if err != nil || c.Outcome != run.Claimed {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	if res, err := runs.CommitStep(ctx, run.StepCommit{Run: c.Run, StepNo: 1, Owner: run.Owner{Worker: "w", Attempt: c.Attempt},
+		StartedAt: time.Now(), StreamMessageID: "m1", ToolCalls: []run.NewToolCall{{ID: "sum", Name: "get_sum", Arguments: `{}`}}}); err != nil || res.Outcome != run.OutcomeTools {
+		t.Fatalf("commit step: %+v %v", res, err)
+	}
+	finished := runstream.OnceEvent{Type: runstream.EventCustom, Payload: runstream.Custom[runstream.ToolEventChunk]{Name: runstream.CustomStreamEvent}}
+	earlier := make(chan struct{}) // an append of the caller's still under way
+	done := make(chan run.FanIn, 1)
+	go func() {
+		fan, err := runs.CompleteToolCall(ctx, run.ToolResult{RunID: *in.RunID, ThreadID: c.Run.ThreadID, StepNo: 1, ToolCallID: "sum",
+			Status: run.ToolSuccess, Output: "5", Stream: []runstream.OnceEvent{finished}, StreamAfter: earlier})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- fan
+	}()
+	select {
+	case fan := <-done:
+		if fan.NextStep != 2 {
+			t.Fatalf("fan-in %+v, want step 2 readied", fan)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CompleteToolCall waited for the stream append")
+	}
+	if got := f.Stream.Read(*in.RunID); len(got) != 0 {
+		t.Fatalf("appended ahead of the earlier append: %v", eventNames(got))
+	}
+	close(earlier)
+	if got := <-seen; !sameEvents(got, runstream.EventCustom) || got[0].Payload["name"] != runstream.CustomStreamEvent {
+		t.Fatalf("when step.ready was published the stream held %v, want the result's event", eventNames(got))
 	}
 }

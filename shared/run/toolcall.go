@@ -136,12 +136,18 @@ type FanIn struct {
 	NextStep    int  // > 0 when this completion readied the next step
 	Interrupted bool // this completion ended the run as interrupted
 	Run         Run  // the run, when this completion ended it
+	// streamHandedOff: the result's stream events go with the next step's
+	// event (outbox.Row.Before), not appended by CompleteToolCall itself.
+	streamHandedOff bool
 }
 
 // CompleteToolCall records a tool result. The last call of a step to finish
 // readies the next step — or, when a call waits for the user, ends the run
 // as interrupted (and closes its stream). Recording an already-finished call
-// is a no-op (Duplicate). After the commit, res.Stream is appended.
+// is a no-op (Duplicate). After the commit, res.Stream is appended; when
+// the completion readied the next step, the relay appends it just before it
+// publishes step.ready (outbox.Row.Before), so every event of the next step
+// follows it and the caller returns without waiting for the append.
 //
 // The common case — no call of the step waits for the user — is one
 // statement, committed on its own (fanInSQL): one round trip. A completion
@@ -174,11 +180,11 @@ func (s *Store) CompleteToolCall(ctx context.Context, res ToolResult) (out FanIn
 
 func (s *Store) completeToolCallSpan(ctx context.Context, res ToolResult) (FanIn, error) {
 	out, err := s.completeToolCall(ctx, res)
-	if err == nil && !out.Duplicate && res.StreamAfter != nil {
+	if err == nil && !out.Duplicate && !out.streamHandedOff && res.StreamAfter != nil {
 		<-res.StreamAfter
 	}
 	switch {
-	case err != nil || out.Duplicate:
+	case err != nil || out.Duplicate || out.streamHandedOff:
 	case out.Interrupted:
 		s.closed(ctx, out.Run, res.Stream...)
 	default:
@@ -281,6 +287,18 @@ func (s *Store) completeToolCall(ctx context.Context, res ToolResult) (FanIn, er
 		out.NextStep = next
 	}
 	if row, ok := ready.Row(eventID); ok {
+		if len(res.Stream) > 0 {
+			// The result's stream events precede the next step's event (and
+			// so everything that step streams): the relay appends them just
+			// before publishing it, and the caller does not wait for them.
+			row.Before = func(ctx context.Context) {
+				if res.StreamAfter != nil {
+					<-res.StreamAfter
+				}
+				s.appendBestEffort(ctx, Run{ID: res.RunID, ThreadID: res.ThreadID}, res.Stream)
+			}
+			out.streamHandedOff = true
+		}
 		s.outbox.Publish(ctx, []outbox.Row{row})
 	}
 	return out, nil

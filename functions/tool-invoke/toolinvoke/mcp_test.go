@@ -59,7 +59,7 @@ func TestAnMCPCallIsResolvedWithTheCallsLoad(t *testing.T) {
 		t.Errorf("call_0 row = %s %s", c.Status, str(c.Output))
 	}
 	if e.toolEvents(id, "call_0", runstream.ToolStarted) != 1 || e.toolEvents(id, "call_0", runstream.ToolFinished) != 1 {
-		t.Errorf("call_0 must stream one started and one finished event: %+v", e.Stream.Read(id))
+		t.Errorf("call_0 must stream one started and one finished event: %+v", e.stream(id))
 	}
 	if _, err := step.Store().ToggleTool(ctx, "fx", "echo", "adm"); err != nil {
 		t.Fatal(err)

@@ -108,10 +108,18 @@ func (e env) nextSteps(runID string) int {
 
 // toolEvents counts the run stream's tool events of kind (started, finished)
 // for a call.
+// stream reads run runID's stream once the relay delivered what Handle
+// handed it (a result's events go with the next step's event).
+func (e env) stream(runID string) []runtest.StreamEntry {
+	e.T.Helper()
+	e.Relay.Wait()
+	return e.Stream.Read(runID)
+}
+
 func (e env) toolEvents(runID, toolCallID, kind string) int {
 	e.T.Helper()
 	n := 0
-	for _, ev := range e.Stream.Read(runID) {
+	for _, ev := range e.stream(runID) {
 		if ev.Event != runstream.EventCustom {
 			continue
 		}
@@ -165,7 +173,7 @@ func TestACallRunsOnceItsResultIsRecordedAndTheLastCallReadiesTheNextStep(t *tes
 		t.Fatalf("the next step was readied with a call still running")
 	}
 	if e.toolEvents(id, "call_0", runstream.ToolStarted) != 1 || e.toolEvents(id, "call_0", runstream.ToolFinished) != 1 {
-		t.Errorf("call_0 must stream one started and one finished event: %+v", e.Stream.Read(id))
+		t.Errorf("call_0 must stream one started and one finished event: %+v", e.stream(id))
 	}
 
 	if err := e.h.Handle(ctx, calls[1]); err != nil {
@@ -265,7 +273,7 @@ func TestADuplicateDeliveryDoesNothing(t *testing.T) {
 	if c := e.call(id, "call_0"); c.Status != run.ToolSuccess || str(c.Output) != "run 1" {
 		t.Fatalf("first delivery recorded %s %s", c.Status, str(c.Output))
 	}
-	before := len(e.Stream.Read(id))
+	before := len(e.stream(id))
 	if err := e.h.Handle(ctx, calls[0]); err != nil {
 		t.Fatalf("duplicate delivery: %v", err)
 	}
@@ -275,7 +283,7 @@ func TestADuplicateDeliveryDoesNothing(t *testing.T) {
 	if c := e.call(id, "call_0"); c.Status != run.ToolSuccess || str(c.Output) != "run 1" {
 		t.Errorf("the duplicate changed the result: %s %s", c.Status, str(c.Output))
 	}
-	if after := len(e.Stream.Read(id)); after != before {
+	if after := len(e.stream(id)); after != before {
 		t.Errorf("the duplicate appended %d stream events", after-before)
 	}
 	if n := e.nextSteps(id); n != 1 {
