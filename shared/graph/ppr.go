@@ -53,12 +53,16 @@ func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions)
 	}
 	n := len(ids)
 	p := make([]float64, n)
-	total := 0.0
 	for id, w := range seeds {
 		if i, ok := idx[id]; ok && w > 0 {
 			p[i] += w
-			total += w
 		}
+	}
+	// Summed in the subgraph's order, not the map's: the scores must not
+	// depend on map iteration (retrieval orders tied chunks by them).
+	total := 0.0
+	for _, w := range p {
+		total += w
 	}
 	if total == 0 {
 		return nil
