@@ -198,7 +198,9 @@ func (s *Store) completeToolCallSpan(ctx context.Context, res ToolResult) (FanIn
 //
 //   - st0 locks the step's row first (every completion does, the general
 //     path too, so completions of one step are serialized and lock in one
-//     order) and reads its newest version: pending_tools is current.
+//     order) and reads its newest version: pending_tools is current. The
+//     step is the caller's ($6, read with the call): a call whose row says
+//     otherwise is not recorded (tc), so locking by $6 changes nothing else.
 //   - sib locks the step's calls and reads their newest versions too (a
 //     plain read would see the statement's snapshot, taken before a sibling
 //     that finished first committed): whether one waits for the user.
@@ -214,7 +216,7 @@ func (s *Store) completeToolCallSpan(ctx context.Context, res ToolResult) (FanIn
 const fanInSQL = `
 	WITH st0 AS (
 		SELECT s.step_no, s.pending_tools FROM agent_run_steps s
-		WHERE s.run_id = $1 AND s.step_no = (SELECT step_no FROM tool_calls WHERE run_id = $1 AND tool_call_id = $2)
+		WHERE s.run_id = $1 AND s.step_no = $6
 		FOR UPDATE),
 	sib AS (
 		SELECT count(*) FILTER (WHERE l.status = 'interrupted') AS interrupted FROM (
