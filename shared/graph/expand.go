@@ -13,7 +13,10 @@ const prunedFrontier = 128
 // hop(frontier) returns the relations touching the frontier in either
 // direction, ordered by id (with Limits.PerNode, at most that many per node
 // and direction, where the engine can prune). sg receives the seeds first, then each hop's new
-// entities in the order hop found them, and the relations among them.
+// entities in the order hop found them, and the relations among them that
+// the walk's hop calls returned (a pruned walk stops calling at the node
+// cap: relations among kept nodes that only unexpanded frontier nodes lend
+// are not in it).
 func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities func(ids []string) ([]Entity, error), hop func(frontier []string) ([]Relation, error)) error {
 	lim = lim.norm()
 	if len(seeds) == 0 {
@@ -42,23 +45,20 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 	rels := map[string]Relation{}
 	frontier := append([]string(nil), order...)
 	for h := 0; h < depth && len(frontier) > 0 && !sg.Truncated; h++ {
-		parts := [][]string{frontier}
-		if lim.PerNode > 0 { // pruned: expand in frontier order until the node cap
-			parts = nil
-			for len(frontier) > 0 {
-				n := min(len(frontier), prunedFrontier)
-				parts, frontier = append(parts, frontier[:n]), frontier[n:]
-			}
-		}
 		var next []string
-		for _, part := range parts {
-			if sg.Truncated {
-				break
+		walked, added := 0, 0 // this hop's frontier nodes expanded so far, and the nodes they added
+		for rest := frontier; len(rest) > 0 && !sg.Truncated; {
+			n := len(rest)
+			if lim.PerNode > 0 { // pruned: expand in frontier order until the node cap
+				n = min(n, partSize(lim.MaxNodes-len(order), walked, added))
 			}
+			part := rest[:n]
+			rest = rest[n:]
 			found, err := hop(part)
 			if err != nil {
 				return err
 			}
+			before := len(order)
 			for _, r := range found {
 				for _, end := range []string{r.Source, r.Target} {
 					if in[end] {
@@ -76,6 +76,7 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 					rels[r.ID] = r
 				}
 			}
+			walked, added = walked+n, added+len(order)-before
 		}
 		frontier = next
 	}
@@ -100,6 +101,21 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 		sg.Relations = append(sg.Relations, rels[id])
 	}
 	return nil
+}
+
+// partSize is how many frontier nodes the next pruned hop call expands:
+// prunedFrontier for a hop's first call, then as many as this hop's yield so
+// far (added nodes per walked node) says fill the need nodes left under the
+// cap, with a quarter more (at least 8, at most prunedFrontier). The hop
+// returns a part's relations in frontier order, so how the frontier is cut
+// changes the round trips, never the walk: the call that reaches the cap
+// no longer expands a whole part of nodes whose relations go unused.
+func partSize(need, walked, added int) int {
+	if walked == 0 || added == 0 {
+		return prunedFrontier
+	}
+	n := (need*walked*5 + added*4 - 1) / (added * 4) // ⌈need / yield × 1.25⌉
+	return max(8, min(n, prunedFrontier))
 }
 
 // inOrder returns ents ordered as ids (ids without an entity left out).
