@@ -2,9 +2,9 @@ package graph
 
 import "sort"
 
-// prunedFrontier is how many frontier nodes a pruned expansion
-// (Limits.PerNode) passes to one hop call; it stops calling once the node
-// cap is reached.
+// prunedFrontier is at most how many frontier nodes a pruned expansion
+// (Limits.PerNode) passes to one hop call (see partSize); it stops calling
+// once the node cap is reached.
 const prunedFrontier = 128
 
 // ExpandBFS is Engine.Expand's breadth-first walk, shared by the engines so
@@ -108,8 +108,10 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 // far (added nodes per walked node) says fill the need nodes left under the
 // cap, with a quarter more (at least 8, at most prunedFrontier). The hop
 // returns a part's relations in frontier order, so how the frontier is cut
-// changes the round trips, never the walk: the call that reaches the cap
-// no longer expands a whole part of nodes whose relations go unused.
+// never changes which nodes the walk keeps, nor their order: the call that
+// reaches the cap no longer expands a whole part of nodes whose relations
+// go unused. It does change the edges: relations among kept nodes that only
+// the rest of such a part lent are no longer gathered.
 func partSize(need, walked, added int) int {
 	if walked == 0 || added == 0 {
 		return prunedFrontier
