@@ -1,6 +1,9 @@
 package graph
 
-import "sort"
+import (
+	"slices"
+	"strings"
+)
 
 // prunedFrontier is at most how many frontier nodes a pruned expansion
 // (Limits.PerNode) passes to one hop call (see partSize); it stops calling
@@ -37,12 +40,15 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 	}
 	ents = inOrder(ents, order)
 	order = order[:0]
-	in := map[string]bool{}
+	hint := min(lim.MaxNodes, 1<<14) // the maps' initial size: the cap, within reason
+	in := make(map[string]bool, hint)
 	for _, e := range ents {
 		in[e.ID] = true
 		order = append(order, e.ID)
 	}
-	rels := map[string]Relation{}
+	// The relations gathered, in kept; rels holds their positions by id.
+	rels := make(map[string]int32, hint)
+	var kept []Relation
 	frontier := append([]string(nil), order...)
 	for h := 0; h < depth && len(frontier) > 0 && !sg.Truncated; h++ {
 		var next []string
@@ -72,8 +78,9 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 					order = append(order, end)
 					next = append(next, end)
 				}
-				if in[r.Source] && in[r.Target] {
-					rels[r.ID] = r
+				if _, seen := rels[r.ID]; !seen && in[r.Source] && in[r.Target] {
+					rels[r.ID] = int32(len(kept))
+					kept = append(kept, r)
 				}
 			}
 			walked, added = walked+n, added+len(order)-before
@@ -88,17 +95,17 @@ func ExpandBFS(sg *Subgraph, seeds []string, depth int, lim Limits, entities fun
 		ents = append(ents, more...)
 	}
 	sg.Entities = inOrder(ents, order)
-	ids := make([]string, 0, len(rels))
-	for id := range rels {
-		ids = append(ids, id)
+	byID := make([]int32, len(kept)) // sorted as positions: a Relation is five strings
+	for i := range byID {
+		byID[i] = int32(i)
 	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		if len(sg.Relations) >= lim.MaxEdges {
-			sg.Truncated = true
-			break
-		}
-		sg.Relations = append(sg.Relations, rels[id])
+	slices.SortFunc(byID, func(a, b int32) int { return strings.Compare(kept[a].ID, kept[b].ID) })
+	if len(byID) > lim.MaxEdges {
+		byID, sg.Truncated = byID[:lim.MaxEdges], true
+	}
+	sg.Relations = slices.Grow(sg.Relations, len(byID))
+	for _, i := range byID {
+		sg.Relations = append(sg.Relations, kept[i])
 	}
 	return nil
 }

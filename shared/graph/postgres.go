@@ -22,6 +22,7 @@ import (
 // batch, not per chunk.
 type Postgres struct {
 	pool *pgxpool.Pool
+	sums sumsPool // RankMentioned's accumulators
 }
 
 // NewPostgres returns the engine over pool.
@@ -473,11 +474,11 @@ func (p *Postgres) Mentions(ctx context.Context, kbID string, entityIDs []string
 // RankMentioned is RankChunks over the mentions of entityIDs (scores[i] is
 // entityIDs[i]'s), ties by chunk id in byte order as RankChunks. The
 // database returns the mentions over the (kb_id, entity_id, chunk_id) index
-// as (entity position, chunk id) rows, read without a copy, and the sums are
-// taken here: the mentions of the best-ranked entities are tens of
-// thousands of rows, almost every chunk among them once, which the
-// database's hash aggregate and sort of text keys took about twice as long
-// to rank (figure 19).
+// as (entity position, chunk id) rows, in entity order, and the sums are
+// taken here, in that order, by a pooled chunkSums: the mentions of the
+// best-ranked entities are tens of thousands of rows, almost every chunk
+// among them once, which the database's hash aggregate and sort of text
+// keys took about twice as long to rank (figure 19).
 func (p *Postgres) RankMentioned(ctx context.Context, kbID string, entityIDs []string, scores []float64, limit int) ([]ScoredChunk, error) {
 	var ids []string
 	var w []float64
@@ -497,7 +498,8 @@ func (p *Postgres) RankMentioned(ctx context.Context, kbID string, entityIDs []s
 		return nil, err
 	}
 	defer rows.Close()
-	acc := map[string]float64{}
+	acc := p.sums.get()
+	defer p.sums.put(acc)
 	for rows.Next() {
 		raw := rows.RawValues()
 		if len(raw) != 2 || len(raw[0]) != 4 {
@@ -507,34 +509,16 @@ func (p *Postgres) RankMentioned(ctx context.Context, kbID string, entityIDs []s
 		if n < 0 || n >= len(w) {
 			return nil, fmt.Errorf("rank mentions: entity position %d out of range", n+1)
 		}
-		acc[string(raw[1])] += w[n] // the map key copies the chunk id; the lookup does not
+		acc.add(raw[1], w[n])
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make([]ScoredChunk, 0, len(acc))
-	for c, s := range acc {
-		out = append(out, ScoredChunk{ChunkID: c, Score: s})
-	}
-	better := func(a, b ScoredChunk) int {
-		if a.Score != b.Score {
-			if a.Score > b.Score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(a.ChunkID, b.ChunkID)
-	}
-	if limit > 0 && len(out) > limit {
-		out = topK(out, limit, better)
-	} else {
-		slices.SortFunc(out, better)
-	}
-	return out, nil
+	return acc.top(limit), nil
 }
 
 // topK returns the k best of s (cmp < 0: better), best first; s is reordered.
-func topK(s []ScoredChunk, k int, cmp func(a, b ScoredChunk) int) []ScoredChunk {
+func topK[T any](s []T, k int, cmp func(a, b T) int) []T {
 	// A heap of the k best so far, worst on top.
 	h := slices.Clone(s[:k])
 	worse := func(i, j int) bool { return cmp(h[i], h[j]) > 0 }

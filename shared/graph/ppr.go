@@ -34,6 +34,20 @@ type PPROptions struct {
 // weight ≥ 0; seeds not in sg are ignored). The result maps every entity of
 // sg to its score; scores sum to 1. With no usable seed it returns nil.
 func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions) map[string]float64 {
+	ids, r := pageRank(sg, seeds, opt)
+	if r == nil {
+		return nil
+	}
+	out := make(map[string]float64, len(ids))
+	for i, id := range ids {
+		out[id] = r[i]
+	}
+	return out
+}
+
+// pageRank is PersonalizedPageRank as slices: the entities of sg in order
+// (each once) and their scores (nil with no usable seed).
+func pageRank(sg Subgraph, seeds map[string]float64, opt PPROptions) ([]string, []float64) {
 	if opt.Damping <= 0 || opt.Damping >= 1 {
 		opt.Damping = 0.85
 	}
@@ -43,11 +57,11 @@ func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions)
 	if opt.Tolerance <= 0 {
 		opt.Tolerance = 1e-9
 	}
-	idx := make(map[string]int, len(sg.Entities))
+	idx := make(map[string]int32, len(sg.Entities))
 	ids := make([]string, 0, len(sg.Entities))
 	for _, e := range sg.Entities {
 		if _, ok := idx[e.ID]; !ok {
-			idx[e.ID] = len(ids)
+			idx[e.ID] = int32(len(ids))
 			ids = append(ids, e.ID)
 		}
 	}
@@ -65,20 +79,35 @@ func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions)
 		total += w
 	}
 	if total == 0 {
-		return nil
+		return ids, nil
 	}
 	for i := range p {
 		p[i] /= total
 	}
-	adj := make([][]int, n)
+	// The adjacency in compressed rows: node i's neighbours are
+	// nbr[start[i]:start[i+1]], in the order of sg.Relations.
+	ends := make([][2]int32, 0, len(sg.Relations))
+	start := make([]int32, n+1)
 	for _, r := range sg.Relations {
 		s, ok1 := idx[r.Source]
 		t, ok2 := idx[r.Target]
 		if !ok1 || !ok2 || s == t {
 			continue
 		}
-		adj[s] = append(adj[s], t)
-		adj[t] = append(adj[t], s)
+		ends = append(ends, [2]int32{s, t})
+		start[s+1]++
+		start[t+1]++
+	}
+	for i := 0; i < n; i++ {
+		start[i+1] += start[i]
+	}
+	nbr := make([]int32, start[n])
+	fill := append([]int32(nil), start[:n]...)
+	for _, e := range ends {
+		nbr[fill[e[0]]] = e[1]
+		fill[e[0]]++
+		nbr[fill[e[1]]] = e[0]
+		fill[e[1]]++
 	}
 	r := append([]float64(nil), p...)
 	next := make([]float64, n)
@@ -87,7 +116,8 @@ func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions)
 		for i := range next {
 			next[i] = 0
 		}
-		for i, out := range adj {
+		for i := 0; i < n; i++ {
+			out := nbr[start[i]:start[i+1]]
 			if len(out) == 0 {
 				dangling += r[i]
 				continue
@@ -108,11 +138,7 @@ func PersonalizedPageRank(sg Subgraph, seeds map[string]float64, opt PPROptions)
 			break
 		}
 	}
-	out := make(map[string]float64, n)
-	for i, id := range ids {
-		out[id] = r[i]
-	}
-	return out
+	return ids, r
 }
 
 // ScoredChunk is a chunk with a score.

@@ -1,9 +1,11 @@
 package graph
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -140,6 +142,12 @@ func (g *Retrieval) rank(ctx context.Context, kbID string, named []Entity, recal
 	}
 	sort.Strings(rest)
 	ids = append(ids, rest...)
+	return g.rankFrom(ctx, kbID, ids, seeds, opt)
+}
+
+// rankFrom ranks chunks from the seeds (entity id → weight), walking the
+// subgraph from ids (the seeds in walk order).
+func (g *Retrieval) rankFrom(ctx context.Context, kbID string, ids []string, seeds map[string]float64, opt kb.GraphQuery) ([]kb.GraphHit, error) {
 	lim := Limits{MaxNodes: opt.MaxNodes, MaxEdges: 5 * opt.MaxNodes, PerNode: expandPerNode}
 	var (
 		sg  Subgraph
@@ -153,27 +161,28 @@ func (g *Retrieval) rank(ctx context.Context, kbID string, named []Entity, recal
 	if err != nil {
 		return nil, err
 	}
-	scores := PersonalizedPageRank(sg, seeds, PPROptions{Damping: opt.Damping})
-	if len(scores) == 0 {
+	nodes, scores := pageRank(sg, seeds, PPROptions{Damping: opt.Damping})
+	if scores == nil {
 		return nil, nil
 	}
 	// Only the entities holding most of the mass can lift a chunk into the
 	// top graph_top_k: their mentions are loaded, not those of the whole
 	// subgraph (a hub of the subgraph can be mentioned by thousands of chunks).
-	ents := make([]string, 0, len(sg.Entities))
-	for _, e := range sg.Entities {
-		ents = append(ents, e.ID)
+	top := make([]int32, len(nodes))
+	for i := range top {
+		top[i] = int32(i)
 	}
-	sort.SliceStable(ents, func(i, j int) bool { return scores[ents[i]] > scores[ents[j]] })
-	if limit := max(4*opt.TopK, mentionEntities); len(ents) > limit {
-		ents = ents[:limit]
+	slices.SortStableFunc(top, func(a, b int32) int { return cmp.Compare(scores[b], scores[a]) })
+	if limit := max(4*opt.TopK, mentionEntities); len(top) > limit {
+		top = top[:limit]
+	}
+	ents := make([]string, len(top))
+	w := make([]float64, len(top))
+	for i, j := range top {
+		ents[i], w[i] = nodes[j], scores[j]
 	}
 	var ranked []ScoredChunk
 	if mr, ok := g.engine.(mentionRanker); ok {
-		w := make([]float64, len(ents))
-		for i, id := range ents {
-			w[i] = scores[id]
-		}
 		if ranked, err = mr.RankMentioned(ctx, kbID, ents, w, opt.TopK); err != nil {
 			return nil, fmt.Errorf("rank mentions: %w", err)
 		}
@@ -182,7 +191,11 @@ func (g *Retrieval) rank(ctx context.Context, kbID string, named []Entity, recal
 		if err != nil {
 			return nil, fmt.Errorf("mentions: %w", err)
 		}
-		ranked = RankChunks(scores, mentions, opt.TopK)
+		byID := make(map[string]float64, len(ents))
+		for i, id := range ents {
+			byID[id] = w[i]
+		}
+		ranked = RankChunks(byID, mentions, opt.TopK)
 	}
 	out := make([]kb.GraphHit, len(ranked))
 	for i, c := range ranked {
