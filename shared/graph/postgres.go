@@ -319,7 +319,7 @@ func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, d
 			sql, args := hopQuery(kbID, part, lim.PerNode, idCols)
 			b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
 				var err error
-				aheadRels, err = pgx.CollectRows(rows, scanRelationIDs)
+				aheadRels, err = relationIDs(rows)
 				ahead, aheadAll = part, len(part) == len(ids)
 				return err
 			})
@@ -339,7 +339,7 @@ func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, d
 		if err != nil {
 			return nil, fmt.Errorf("expand: %w", err)
 		}
-		return pgx.CollectRows(rows, scanRelationIDs)
+		return relationIDs(rows)
 	})
 	return sg, err
 }
@@ -347,9 +347,20 @@ func (p *Postgres) ExpandIDs(ctx context.Context, kbID string, seeds []string, d
 // idCols are the relation columns ExpandIDs reads.
 const idCols = "relation_id, source_id, target_id"
 
-func scanRelationIDs(row pgx.CollectableRow) (Relation, error) {
-	var r Relation
-	return r, row.Scan(&r.ID, &r.Source, &r.Target)
+// relationIDs reads the rows of a hop over idCols: (id, source, target) as
+// text, taken from the raw values (a hop's thousands of rows without a scan
+// plan each), and closes them.
+func relationIDs(rows pgx.Rows) ([]Relation, error) {
+	defer rows.Close()
+	var out []Relation
+	for rows.Next() {
+		raw := rows.RawValues()
+		if len(raw) != 3 || raw[0] == nil || raw[1] == nil || raw[2] == nil {
+			return nil, fmt.Errorf("expand: unexpected relation row")
+		}
+		out = append(out, Relation{ID: string(raw[0]), Source: string(raw[1]), Target: string(raw[2])})
+	}
+	return out, rows.Err()
 }
 
 // hop returns the relations touching the frontier: all of them in relation
