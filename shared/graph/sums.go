@@ -13,11 +13,11 @@ import (
 // open-addressing table of (hash, position) slots, probed linearly, with
 // the chunk ids copied back to back into one buffer. Adding allocates
 // nothing once the buffers have grown (they are pooled), and only the top
-// chunks' ids become strings. A Go map of string ids, even pooled and
-// pre-sized, spent twice as long on the same rows (hashing, cache misses
-// on its groups and on each id's separate allocation, and the
-// allocations' garbage collection), and a sort of the rows by hash longer
-// still (figure 19).
+// chunks' ids become strings. Timed on figure 19's 300 rankings, same
+// calls alternating (p50 of the whole RankMentioned): this table 7.6 ms, a
+// pooled Go map of string ids 8.4 ms, a fresh map per query 10.8 ms (its
+// growth, an allocation per id and their garbage collection); a sort of
+// the rows by hash was slower than either map.
 type chunkSums struct {
 	seed  maphash.Seed
 	hash  func(seed maphash.Seed, b []byte) uint64 // maphash.Bytes; tests collide it
