@@ -46,6 +46,8 @@ try {
     await page.screenshot({ path: join(shots, `clichat-streaming-${scheme}.png`) })
     await fetch(`${process.env.CONTROL_URL}/release/story-${scheme}`, { method: 'POST' })
     await page.locator('.row.ai .bubble', { hasText: 'THE END.' }).waitFor()
+    // The text can arrive before the run's end event; /state is asked after it.
+    await page.locator('.row.ai .bubble[data-status="completed"]').waitFor()
     const full = await page.locator('.row.ai .bubble').last().textContent()
     if ((full.match(/Once upon a time/g) ?? []).length !== 1) fail(`the answer is duplicated: ${full}`)
 
